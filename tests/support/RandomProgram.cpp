@@ -1,0 +1,2 @@
+#include "tests/support/RandomProgram.h"
+// Implementation pending (compiler passes work).
