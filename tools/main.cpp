@@ -1,15 +1,54 @@
-// The `tilejit` command-line tool.
+// The `tilejit` command-line tool: compile and inspect programs, run the demo.
+// Exit codes: 0 success, 1 a user error (bad program, bad option, compile error), 2 usage,
+// 70 an internal error.
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <string_view>
 
+#include "compiler/Error.h"
+#include "runtime/Nvrtc.h"
 #include "runtime/Version.h"
+#include "tools/CommandLine.h"
 
-int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) == "--version") {
-    std::printf("tilejit %s\n", std::string(tilejit::version()).c_str());
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tilejit <command> [options]\n"
+    "  --version                     print the tilejit and NVRTC versions\n"
+    "  compile FILE.tj [--arch sm_80|sm_90a] [--emit ir|cuda|ptx|cubin] [--out PATH]\n"
+    "                                print the IR after passes or the generated CUDA, or compile\n"
+    "                                every kernel the program needs (through the kernel cache)\n"
+    "  demo                          compile the standard programs and run them\n";
+
+int dispatch(int argc, char** argv) {
+  using namespace tilejit::cli;
+  std::string_view command = argc > 1 ? argv[1] : "";
+  if (command == "--version" || command == "version") {
+    std::printf("tilejit %s (NVRTC %s)\n", std::string(tilejit::version()).c_str(),
+                tilejit::nvrtc_version().c_str());
     return 0;
   }
-  std::fprintf(stderr, "usage: tilejit --version | compile | demo\n");
-  return 2;
+  if (command == "compile")
+    return run_compile(CommandLine::parse(argc, argv, 2, {"arch", "emit", "out", "dtype", "head-dim"}, {}));
+  if (command == "demo") return run_demo(CommandLine::parse(argc, argv, 2, {}, {"quick"}));
+  std::fputs(kUsage, command == "--help" || command == "help" ? stdout : stderr);
+  return command == "--help" || command == "help" ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const tilejit::InternalError& e) {
+    std::fprintf(stderr, "tilejit: %s\n", e.what());
+    return 70;
+  } catch (const tilejit::Error& e) {  // user errors, compile errors, offline misses, CUDA errors
+    std::fprintf(stderr, "tilejit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tilejit: internal error: %s\n", e.what());
+    return 70;
+  }
 }

@@ -14,6 +14,7 @@ struct RandomProgramOptions {
   bool use_buffers = true;  // declare buffers and read them (indices built from index vars)
   bool use_params = true;   // declare params and use them
   bool use_transcendentals = true;
+  bool use_special_floats = true;  // constants -0.0, +-inf and nan appear now and then
 };
 
 // A random expression of type `t` over the given variables, buffers and params.

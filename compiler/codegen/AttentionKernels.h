@@ -1,0 +1,86 @@
+// CUDA code generation for the block-sparse attention kernels (kernels_templates/
+// attention_fwd.cuh, attention_bwd.cuh): the translation units an attention program needs, each
+// a few extern "C" entry points that instantiate the hand-written templates' device bodies
+// (<kernel>_cta) with the program's hooks, the variant's element type and head dim, and the
+// templates' launch bounds.
+//
+// Four modules per variant (element type bf16 / f16, head dim 64 / 128), so a forward-only
+// caller compiles one, and what does not depend on the program is compiled once for all
+// programs (the kernel cache keys on the source):
+//
+//   Forward                attention_fwd                          program + variant
+//   Backward               attention_bwd (atomic dQ)              program + variant
+//   BackwardDeterministic  attention_bwd_det, attention_bwd_dq    program + variant
+//   BackwardRows           attention_bwd_preprocess,              variant
+//                          attention_bwd_dq_convert
+//
+// A backward pass runs BackwardRows' preprocess, then Backward's main kernel and BackwardRows'
+// dq_convert (atomic mode), or BackwardDeterministic's two kernels (deterministic mode).
+// Program modules name their entries tj_<kernel>_<bf16|f16>_d<D>_<hash16>, the shared one
+// tj_<kernel>_<bf16|f16>_d<D>.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/Program.h"
+#include "compiler/codegen/CudaCodegen.h"
+
+namespace tilejit {
+
+enum class AttentionModule : uint8_t { Forward, Backward, BackwardDeterministic, BackwardRows };
+
+// What selects an attention kernel besides the program: the element type of Q, K, V (and of O,
+// dO, dQ, dK, dV) and the head dim.
+struct AttentionVariant {
+  ElemType elem = ElemType::BF16;
+  int head_dim = 128;
+};
+
+// A UserError listing what is supported unless `v` is bf16 or f16 with head dim 64 or 128.
+void check_attention_variant(const AttentionVariant& v);
+std::string variant_suffix(const AttentionVariant& v);  // "bf16_d128"
+
+// Every module, in the order a forward + backward pass first needs them.
+const std::vector<AttentionModule>& attention_modules();
+std::string_view attention_module_name(AttentionModule m);  // "attention_fwd", ...
+bool attention_module_uses_program(AttentionModule m);     // all but BackwardRows
+
+struct AttentionKernelSource {
+  AttentionModule module = AttentionModule::Forward;
+  std::string variant;  // "attention_fwd bf16 d128"
+  CudaSource cuda;      // cuda.entry: the module's first entry point
+  // Kernel name ("attention_bwd_dq") -> extern "C" entry point.
+  std::map<std::string, std::string, std::less<>> entries;
+};
+
+// The module's translation unit. `prog` is the lowered program (compiler/Lower.h) and
+// `score_grad` its derivative; BackwardRows ignores both.
+AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
+                                                const Expr& score_grad, AttentionModule module,
+                                                const AttentionVariant& variant);
+
+// Tile sizes every attention kernel is built for: a block mask must use these.
+inline constexpr int kAttentionBlockQ = 128;
+inline constexpr int kAttentionBlockKV = 64;
+
+// Byte sizes of the templates' launch-parameter structs; generated modules assert them on the
+// device side and runtime/Attention.cpp on its host mirrors.
+inline constexpr size_t kAttnFwdParamsBytes = 216;
+inline constexpr size_t kAttnBwdParamsBytes = 360;
+
+// How a kernel is launched: threads per CTA and dynamic shared memory (asserted by the
+// generated code against the templates' own constants, so the two cannot drift apart).
+struct AttentionLaunchShape {
+  int threads = 0;
+  int smem_bytes = 0;
+};
+// kernel: "attention_fwd", "attention_bwd", "attention_bwd_det", "attention_bwd_dq",
+// "attention_bwd_preprocess", "attention_bwd_dq_convert".
+AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_dim);
+
+}  // namespace tilejit

@@ -1,0 +1,330 @@
+#include "compiler/codegen/CudaCodegen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compiler/Error.h"
+#include "compiler/Printer.h"
+#include "compiler/codegen/CudaOps.h"
+
+namespace tilejit {
+
+namespace {
+
+// Words a TjArgs member may not be called: C++ keywords and CUDA's own spellings.
+const std::unordered_set<std::string_view>& reserved_words() {
+  static const std::unordered_set<std::string_view> words = {
+      "alignas",     "alignof",      "and",          "asm",       "auto",     "bool",
+      "break",       "case",         "catch",        "char",      "class",    "const",
+      "constexpr",   "const_cast",   "continue",     "decltype",  "default",  "delete",
+      "do",          "double",       "dynamic_cast", "else",      "enum",     "explicit",
+      "export",      "extern",       "false",        "float",     "for",      "friend",
+      "goto",        "if",           "inline",       "int",       "long",     "mutable",
+      "namespace",   "new",          "noexcept",     "not",       "nullptr",  "operator",
+      "or",          "private",      "protected",    "public",    "register", "reinterpret_cast",
+      "return",      "short",        "signed",       "sizeof",    "static",   "static_assert",
+      "static_cast", "struct",       "switch",       "template",  "this",     "throw",
+      "true",        "try",          "typedef",      "typeid",    "typename", "union",
+      "unsigned",    "using",        "virtual",      "void",      "volatile", "while",
+      "xor",         "concept",      "requires",     "char8_t",   "char16_t", "char32_t",
+      "wchar_t",     "thread_local", "co_await",     "co_return", "co_yield", "consteval",
+      "constinit"};
+  return words;
+}
+
+bool usable_identifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  if (s.starts_with("_") || s.find("__") != std::string_view::npos) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return !reserved_words().contains(s);
+}
+
+// TjArgs member names by declared name: the name itself when C++ allows it, else field<i>_.
+std::unordered_map<std::string, std::string> member_names(const ArgLayout& layout) {
+  std::unordered_map<std::string, std::string> names;
+  for (size_t i = 0; i < layout.fields.size(); ++i) {
+    const std::string& n = layout.fields[i].name;
+    names[n] = usable_identifier(n) ? n : fmt::format("field{}_", i);
+  }
+  return names;
+}
+
+std::string_view storage_type(ElemType e) {
+  switch (e) {
+    case ElemType::I32: return "int";
+    case ElemType::F32: return "float";
+    case ElemType::BF16: return "TjBf16";
+    case ElemType::F16: return "TjF16";
+  }
+  return "?";
+}
+
+// The file name `#line` directives give: the program's name, kept to safe characters.
+std::string line_file(std::string_view program_name) {
+  std::string s = program_name.empty() ? "program" : std::string(program_name);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  return s + ".tj";
+}
+
+// One-line canonical text of an expression for a comment, shortened when long.
+std::string comment_text(const Expr& e) {
+  std::string s = print_expr(e);
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\\', '/');  // never a line continuation inside `//`
+  if (s.size() > 160) s = s.substr(0, 157) + "...";
+  return s;
+}
+
+// Writes one hook body: SSA temporaries for the DAG's nodes, Select arms in if/else scopes.
+class BodyWriter {
+ public:
+  BodyWriter(std::string& out, const std::unordered_map<std::string, std::string>& members)
+      : out_(out), members_(members) {}
+
+  // Emits the statements computing `root` at `indent` and returns its operand spelling.
+  std::string scope(const Expr& root, int indent) {
+    if (available(root)) return operand(root);
+    // The nodes this scope needs whatever happens: reachable from root without entering a
+    // Select arm. Computing them in post-order over *all* edges puts each before every Select
+    // whose arms read it, so the arms find them already available.
+    std::unordered_set<const Node*> need{root.get()};
+    std::vector<Expr> stack{root};
+    while (!stack.empty()) {
+      Expr e = stack.back();
+      stack.pop_back();
+      size_t unconditional = e.op() == Op::Select ? 1 : e.num_args();
+      for (size_t i = 0; i < unconditional; ++i) {
+        const Expr& c = e.arg(i);
+        if (!available(c) && need.insert(c.get()).second) stack.push_back(c);
+      }
+    }
+    ir::visit_post_order(root, [&](const Expr& e) {
+      if (need.contains(e.get())) emit(e, indent);
+    });
+    return operand(root);
+  }
+
+ private:
+  static bool is_leaf(const Expr& e) {
+    switch (e.op()) {
+      case Op::ConstBool:
+      case Op::ConstInt:
+      case Op::ConstFloat:
+      case Op::Var:
+      case Op::Param: return true;
+      default: return false;
+    }
+  }
+  bool available(const Expr& e) const { return is_leaf(e) || temps_.contains(e.get()); }
+
+  std::string member(const Expr& e) const {
+    if (e.op() != Op::Param && e.op() != Op::Load) return {};
+    auto it = members_.find(e->name);
+    TILEJIT_INTERNAL_CHECK(it != members_.end(), "{} is not declared by the program", e->name);
+    return it->second;
+  }
+
+  std::string operand(const Expr& e) const {
+    if (is_leaf(e)) return cuda::render(e, {}, member(e));
+    return temps_.at(e.get());
+  }
+
+  void line(int indent, std::string_view text) {
+    out_.append(static_cast<size_t>(indent), ' ');
+    out_ += text;
+    out_ += '\n';
+  }
+
+  void define(const Expr& e, std::string name) {
+    temps_.emplace(e.get(), std::move(name));
+    defined_.push_back(e.get());
+  }
+
+  void emit(const Expr& e, int indent) {
+    std::string t = fmt::format("t{}", next_temp_++);
+    std::string_view type = cuda::type_spelling(e.type());
+    if (e.op() == Op::Select && !(available(e.arg(1)) && available(e.arg(2)))) {
+      line(indent, fmt::format("{} {};", type, t));
+      line(indent, fmt::format("if ({}) {{", operand(e.arg(0))));
+      arm(e.arg(1), t, indent + 2);
+      line(indent, "} else {");
+      arm(e.arg(2), t, indent + 2);
+      line(indent, "}");
+    } else {
+      std::vector<std::string> args;
+      for (const Expr& a : e->args) args.push_back(operand(a));
+      line(indent, fmt::format("const {} {} = {};", type, t, cuda::render(e, args, member(e))));
+    }
+    define(e, std::move(t));
+  }
+
+  // A Select arm: its own scope, whose temporaries are forgotten when it closes.
+  void arm(const Expr& e, const std::string& result, int indent) {
+    size_t mark = defined_.size();
+    std::string value = scope(e, indent);
+    line(indent, fmt::format("{} = {};", result, value));
+    while (defined_.size() > mark) {
+      temps_.erase(defined_.back());
+      defined_.pop_back();
+    }
+  }
+
+  std::string& out_;
+  const std::unordered_map<std::string, std::string>& members_;
+  std::unordered_map<const Node*, std::string> temps_;
+  std::vector<const Node*> defined_;
+  int next_temp_ = 0;
+};
+
+struct HookSpec {
+  std::string_view comment;  // "mask", "score", ...
+  std::string_view result;   // "bool", "float"
+  std::string_view name;     // "mask_mod"
+  std::string_view params;   // after `const TjArgs& a`
+};
+
+void write_hook(std::string& out, const HookSpec& spec, const Expr& body, std::string_view file,
+                const std::unordered_map<std::string, std::string>& members) {
+  out += fmt::format("  // {} = {}\n", spec.comment, comment_text(body));
+  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a, {}) {{\n",
+                     spec.result, spec.name, spec.params);
+  out += fmt::format("#line 1 \"{}\"\n", file);
+  BodyWriter writer(out, members);
+  std::string value = writer.scope(body, 4);
+  out += fmt::format("    return {};\n  }}\n", value);
+}
+
+std::string flag(std::string_view name, bool value) {
+  return fmt::format("  static constexpr bool {} = {};\n", name, value ? "true" : "false");
+}
+
+int count_lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+CudaSource assemble(std::string_view program_name, const std::string& hash, ArgLayout layout,
+                    const std::string& hooks, const KernelTemplate& tmpl) {
+  CudaSource out;
+  out.entry = fmt::format("tj_{}_{}", tmpl.variant, hash.substr(0, 16));
+  out.file_name = out.entry + ".cu";
+  // The generated TjArgs and hooks need the common layer, whatever the template includes.
+  out.headers.emplace_back("common.cuh");
+  for (std::string_view h : tmpl.headers)
+    if (h != "common.cuh") out.headers.emplace_back(h);
+  std::string& s = out.source;
+  s += fmt::format("// Generated by tilejit: {} kernel for program \"{}\" (sha256 {}).\n",
+                   tmpl.variant, program_name, hash);
+  s += "#include \"common.cuh\"\n";
+  if (tmpl.header != "common.cuh") s += fmt::format("#include \"{}\"\n", tmpl.header);
+  s += '\n';
+  s += generate_args_struct(layout);
+  s += '\n';
+  s += hooks;
+  // The hooks' #line directives point into the program; what follows is this file again.
+  s += fmt::format("#line {} \"{}\"\n\n", count_lines(s) + 2, out.file_name);
+  s += fmt::format(
+      "extern \"C\" __global__ void {}(const __grid_constant__ {} p,\n"
+      "    const __grid_constant__ TjArgs a) {{\n"
+      "  {}<TjProgram>(p, a);\n"
+      "}}\n",
+      out.entry, tmpl.params_type, tmpl.function);
+  out.layout = std::move(layout);
+  return out;
+}
+
+}  // namespace
+
+std::string generate_args_struct(const ArgLayout& layout) {
+  auto members = member_names(layout);
+  std::string s =
+      "// Captured values, packed by the host as compiler/codegen/ArgLayout.h lays them out.\n"
+      "struct TjArgs {\n";
+  for (const ArgField& f : layout.fields) {
+    const std::string& m = members.at(f.name);
+    switch (f.kind) {
+      case ArgField::Kind::Buffer:
+        s += fmt::format("  TjBuffer<{}, {}> {};  // {} : {}[{}]\n", storage_type(f.elem), f.rank,
+                         m, f.name, elem_type_name(f.elem), fmt::join(f.dims, ", "));
+        break;
+      case ArgField::Kind::ParamF32: s += fmt::format("  float {};\n", m); break;
+      case ArgField::Kind::ParamI32: s += fmt::format("  int {};\n", m); break;
+    }
+  }
+  s += "};\n";
+  s += fmt::format("static_assert(sizeof(TjArgs) == {}, \"TjArgs layout\");\n", layout.size);
+  // NVRTC has no offsetof; size and alignment catch a layout that drifted from ArgLayout.
+  s += fmt::format("static_assert(alignof(TjArgs) == {}, \"TjArgs layout\");\n", layout.alignment);
+  return s;
+}
+
+std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad) {
+  auto members = member_names(arg_layout(prog));
+  std::string file = line_file(prog.name);
+  const std::string_view index_params = "int b, int h, int q, int kv";
+  const std::string score_params = fmt::format("float score, {}", index_params);
+  std::string s = "struct TjProgram {\n";
+  s += flag("kMaskIsTrue", prog.mask.op() == Op::ConstBool && prog.mask->ival == 1);
+  s += flag("kScoreIsIdentity", prog.score.op() == Op::Var && prog.score->name == var::score);
+  s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
+  s += '\n';
+  write_hook(s, {"mask", "bool", "mask_mod", index_params}, prog.mask, file, members);
+  s += '\n';
+  write_hook(s, {"score", "float", "score_mod", score_params}, prog.score, file, members);
+  if (score_grad.defined()) {
+    s += '\n';
+    write_hook(s, {"d score / d score", "float", "score_grad", score_params}, score_grad, file,
+               members);
+  }
+  s += "};\n";
+  return s;
+}
+
+std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad) {
+  auto members = member_names(arg_layout(prog));
+  std::string file = line_file(prog.name);
+  const std::string_view params = "float logit, int row, int id";
+  std::string s = "struct TjProgram {\n";
+  s += flag("kLogitIsIdentity", prog.logit.op() == Op::Var && prog.logit->name == var::logit);
+  s += flag("kLogitReadsBuffers", ir::reads_buffers(prog.logit));
+  s += '\n';
+  write_hook(s, {"logit", "float", "logit_mod", params}, prog.logit, file, members);
+  if (logit_grad.defined()) {
+    s += '\n';
+    write_hook(s, {"d logit / d logit", "float", "logit_grad", params}, logit_grad, file, members);
+  }
+  s += "};\n";
+  return s;
+}
+
+CudaSource generate_kernel(const AttentionProgram& prog, const Expr& score_grad,
+                           const KernelTemplate& tmpl) {
+  return assemble(prog.name, program_hash(prog), arg_layout(prog), generate_hooks(prog, score_grad),
+                  tmpl);
+}
+
+CudaSource generate_kernel(const LossProgram& prog, const Expr& logit_grad,
+                           const KernelTemplate& tmpl) {
+  return assemble(prog.name, program_hash(prog), arg_layout(prog), generate_hooks(prog, logit_grad),
+                  tmpl);
+}
+
+const KernelTemplate& dense_mask_template() {
+  static const KernelTemplate t{.variant = "dense_mask",
+                                .header = "dense_mask.cuh",
+                                .params_type = "DenseMaskParams",
+                                .function = "dense_mask_kernel",
+                                .headers = {"common.cuh", "dense_mask.cuh"}};
+  return t;
+}
+
+CudaSource generate_dense_mask(const AttentionProgram& prog, const Expr& score_grad) {
+  return generate_kernel(prog, score_grad, dense_mask_template());
+}
+
+}  // namespace tilejit

@@ -1,0 +1,67 @@
+// CUDA code generation for the fused linear cross-entropy kernels (kernels_templates/
+// linear_ce_*.cuh): the translation units a loss program needs, each a few extern "C" entry
+// points that instantiate the hand-written templates.
+//
+// The kernels come in four modules, so that what does not depend on the program is compiled
+// once and shared by every loss program (the kernel cache keys on the source):
+//
+//   Forward   linear_ce_fwd                       program + element type (bf16 / f16)
+//   Gradient  linear_ce_grad                      program + element type
+//   Products  linear_ce_dhidden / dweight / dbias element type
+//   Rows      target checks, row compaction, merge, reductions, tile classification, ...
+//
+// Program modules carry the generated TjArgs and TjProgram (CudaCodegen.h) and name their
+// entries tj_<kernel>_<bf16|f16>_<hash16>; the others are tj_<kernel>_<bf16|f16> and
+// tj_<kernel>. Entry points carry the templates' launch bounds (register budgets the kernels
+// were tuned for), which is why these modules have their own glue rather than KernelTemplate's
+// single (params, TjArgs) entry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/Program.h"
+#include "compiler/codegen/CudaCodegen.h"
+
+namespace tilejit {
+
+enum class LossModule : uint8_t { Forward, Gradient, Products, Rows };
+
+// Every module, in the order a forward + backward pass first needs them.
+const std::vector<LossModule>& loss_modules();
+std::string_view loss_module_name(LossModule m);  // "linear_ce_fwd", ..., "linear_ce_rows"
+bool loss_module_uses_program(LossModule m);      // Forward, Gradient
+bool loss_module_uses_elem(LossModule m);         // Forward, Gradient, Products
+
+struct LossKernelSource {
+  LossModule module = LossModule::Rows;
+  std::string variant;  // "linear_ce_fwd bf16", "linear_ce_rows"
+  CudaSource cuda;      // cuda.entry: the module's first entry point
+  // Kernel name ("linear_ce_merge") -> extern "C" entry point ("tj_linear_ce_merge").
+  std::map<std::string, std::string, std::less<>> entries;
+};
+
+// The module's translation unit. `prog` is the lowered program (compiler/Lower.h) and
+// `logit_grad` its derivative; `elem` is BF16 or F16 (the element type of E and the weights).
+// Modules that do not use the program or the element type ignore them.
+LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit_grad,
+                                      LossModule module, ElemType elem);
+
+// Byte sizes of the templates' launch-parameter structs. Every generated module asserts them
+// on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
+// change on either side fails a build (the NVRTC compile in CI, or the host compile).
+inline constexpr size_t kCeLayoutBytes = 272;
+inline constexpr size_t kCeFwdParamsBytes = 368;
+inline constexpr size_t kCeMergeParamsBytes = 88;
+inline constexpr size_t kCeClassifyParamsBytes = 320;
+inline constexpr size_t kCeBwdParamsBytes = 464;
+// Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
+inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
+inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
+inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
+
+}  // namespace tilejit

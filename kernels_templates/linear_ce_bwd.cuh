@@ -1,0 +1,467 @@
+// Fused linear cross-entropy, backward: dE and dC_s (and dbias) from the forward's lse.
+//
+// Gradient of the row loss with respect to a live logit z_v = logit_mod(x_v):
+//   dL/dz_v = p_v (1 + 2 lambda lse) - (1 - eps) [v = target] - eps / L,   p_v = exp(z_v - lse)
+// and G[r, v] = g_r * dL/dz_v * logit_grad(x_v), g_r the upstream gradient of row r (1, 1/n_kept
+// or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G.
+//
+// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify):
+//   1 "hot": some row has exp(max logit - lse) >= threshold (target excluded; threshold 0: all);
+//   2 "target only": not hot, but holds the target of some row;
+//   0 cold: every entry's dense gradient is below the threshold: skipped entirely.
+// The uniform smoothing term -eps/L is handled analytically when logit_mod is the identity
+// (dE_r -= g_r eps/L sum_v C_v, dC_v -= eps/L sum_r g_r E_r), so it never keeps a tile alive;
+// with another logit_mod it is part of every visited tile, and filtering should be off.
+//
+// Work is done per vocabulary chunk (a run of tiles) through a bounded bf16/fp16 staging buffer
+// for G (rows padded to 128, chunk columns): for each chunk
+//   linear_ce_grad     recomputes hot tiles (tensor cores) and writes G; target-only tiles
+//                      are written without any matrix work (zeros plus target entries);
+//   linear_ce_dhidden  dE[row tile, d tile] (+)= G[row tile, chunk] . C[chunk, d tile]
+//                      over the row tile's visited vocabulary tiles;
+//   linear_ce_dweight  dC[vocab tile, d tile] = G[:, vocab tile]^T . E[:, d tile] over
+//                      the vocabulary tile's visited row tiles;
+//   linear_ce_dbias    column sums of G.
+// Every output element has exactly one writer and a fixed summation order: results are
+// bit-identical run to run without atomics.
+// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta;
+// chunk_tiles <= 1024. Outputs are fp32; dE rows of ignored rows are zeroed by
+// linear_ce_row_grad, every dC row and dbias entry is written by this pass.
+#pragma once
+
+#include "linear_ce_common.cuh"
+
+namespace tilejit_ce {
+
+struct CeBwdParams {
+  CeLayout layout;
+  CeRows rows;
+  const float* lse = nullptr;                 // [n_kept]
+  const float* target_logit = nullptr;        // [n_kept]
+  const float* target_raw = nullptr;          // [n_kept]
+  const float* row_grad = nullptr;            // [n_kept] g_r
+  const unsigned char* tile_class = nullptr;  // [row tiles, num_tiles]
+  const int* row_list = nullptr;   // [row tiles, num_tiles]: visited vocab tiles, ascending
+  const int* row_count = nullptr;  // [row tiles]
+  const int* col_list = nullptr;   // [num_tiles, row tiles]: visited row tiles, ascending
+  const int* col_count = nullptr;  // [num_tiles]
+  u16* grad = nullptr;             // staging G: [row tiles * 128, chunk_tiles * 128]
+  long long grad_stride = 0;
+  float* d_hidden = nullptr;  // [n_rows, dim] fp32 (original rows)
+  long long d_hidden_stride = 0;
+  const float* weight_colsum = nullptr;  // [dim] sum_v C_v (analytic smoothing) or nullptr
+  const float* hidden_wsum = nullptr;    // [dim] sum_r g_r E_r (analytic smoothing)
+  const float* grad_sum = nullptr;       // [1] sum_r g_r (analytic smoothing)
+  int num_row_tiles = 0;
+  int chunk_first = 0;  // first global tile of this chunk
+  int chunk_tiles = 0;  // tiles in this chunk
+  int first_chunk = 1;  // dE is written (not accumulated) by the first chunk
+  float label_smoothing = 0.f, z_loss = 0.f;
+};
+
+// ---- preparation ---------------------------------------------------------------------------
+
+// Grid (n_rows): g_r for kept rows; ignored rows of dE are zeroed (they get no gradient).
+__device__ __forceinline__ void linear_ce_row_grad(const int* slot, const float* upstream,
+                                                  int reduction, int n_kept, float* row_grad,
+                                                  float* d_hidden, long long d_hidden_stride,
+                                                  int dim) {
+  int i = blockIdx.x, k = slot[i];
+  if (k < 0) {
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) d_hidden[i * d_hidden_stride + d] = 0.f;
+  } else if (threadIdx.x == 0) {
+    float u = reduction == kReduceNone ? upstream[i] : upstream[0];
+    row_grad[k] = reduction == kReduceMean ? u / (float)n_kept : u;
+  }
+}
+
+struct CeClassifyParams {
+  CeLayout layout;
+  const int* kept = nullptr;
+  const int* targets = nullptr;
+  const float* lse = nullptr;
+  const float* tile_max = nullptr;  // [num_tiles, n_kept]; nullptr: every tile hot
+  unsigned char* tile_class = nullptr;
+  int n_kept = 0;
+  float log_threshold = 0.f;  // log(threshold)
+};
+
+// Grid (row tiles, ceil(num_tiles / 64)), 128 threads: one thread per row of the row tile.
+__device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
+  int rt = blockIdx.x, k = rt * kTileRows + threadIdx.x;
+  bool ok = k < q.n_kept;
+  float lse = ok ? q.lse[k] : 0.f;
+  int ttile = ok ? id_tile(q.layout, q.targets[q.kept[k]]) : -1;
+  int t0 = blockIdx.y * 64, t1 = min(q.layout.num_tiles, t0 + 64);
+  for (int t = t0; t < t1; ++t) {
+    bool hot = q.tile_max == nullptr ||
+               (ok && q.tile_max[(long long)t * q.n_kept + k] - lse >= q.log_threshold);
+    int any_hot = __syncthreads_or(hot);
+    int any_tgt = __syncthreads_or(ttile == t);
+    if (threadIdx.x == 0)
+      q.tile_class[(long long)rt * q.layout.num_tiles + t] = any_hot ? 1 : (any_tgt ? 2 : 0);
+  }
+}
+
+// Grid (row tiles), 256 threads: the visited vocabulary tiles of each row tile, ascending.
+__device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_class,
+                                                   int num_tiles, int* row_list, int* row_count) {
+  __shared__ int scratch[33];
+  int rt = blockIdx.x, base = 0;
+  for (int c = 0; c < num_tiles; c += blockDim.x) {
+    int t = c + threadIdx.x;
+    bool v = t < num_tiles && tile_class[(long long)rt * num_tiles + t] != 0;
+    int total, pos = block_exclusive_count(v, scratch, &total);
+    if (v) row_list[(long long)rt * num_tiles + base + pos] = t;
+    base += total;
+  }
+  if (threadIdx.x == 0) row_count[rt] = base;
+}
+
+// One thread per vocabulary tile: its visited row tiles, ascending.
+__device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class,
+                                                   int num_tiles, int num_row_tiles,
+                                                   int* col_list, int* col_count) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= num_tiles) return;
+  int n = 0;
+  for (int rt = 0; rt < num_row_tiles; ++rt)
+    if (tile_class[(long long)rt * num_tiles + t])
+      col_list[(long long)t * num_row_tiles + n++] = rt;
+  col_count[t] = n;
+}
+
+// Column sums for the analytic smoothing term. Grid (ceil(dim / 256), parts): part j sums rows
+// [j*rows_per_part, ...) of `base` (row index map `rows` when given, weights when given) into
+// partial[j, :]. linear_ce_sum_parts then adds the parts in order.
+__device__ __forceinline__ void linear_ce_colsum_part(const u16* base, long long stride, int n,
+                                                     const int* rows, const float* weights,
+                                                     int dim, int rows_per_part, int is_f16,
+                                                     float* partial) {
+  int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= dim) return;
+  int r0 = blockIdx.y * rows_per_part, r1 = min(n, r0 + rows_per_part);
+  float acc = 0.f;
+  for (int r = r0; r < r1; ++r) {
+    long long row = rows ? rows[r] : r;
+    u16 bits = base[row * stride + d];
+    float v = is_f16 ? to_float<true>(bits) : to_float<false>(bits);
+    acc += weights ? weights[r] * v : v;
+  }
+  partial[(long long)blockIdx.y * dim + d] = acc;
+}
+
+__device__ __forceinline__ void linear_ce_sum_parts(const float* partial, int parts, int dim,
+                                                   float* out) {
+  int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= dim) return;
+  float acc = 0.f;
+  for (int j = 0; j < parts; ++j) acc += partial[(long long)j * dim + d];
+  out[d] = acc;
+}
+
+// ---- G ---------------------------------------------------------------------------------
+
+constexpr int kStageStride = kTileIds + 8;  // padded staging rows: conflict-free fragment stores
+
+template <class Prog, class Args>
+__device__ __forceinline__ float grad_entry(const Args& args, const CeBwdParams& p, float x,
+                                            float z, int k, int orig, bool is_target, int id) {
+  float lse = p.lse[k];
+  float pr = fast_exp2((z - lse) * kLog2e);
+  float eps = p.label_smoothing;
+  float gd = pr * (1.f + 2.f * p.z_loss * lse) - (is_target ? 1.f - eps : 0.f);
+  if (!(Prog::kLogitIsIdentity && p.weight_colsum)) gd -= eps / (float)p.layout.live_ids;
+  float lg = Prog::kLogitIsIdentity ? 1.f : Prog::logit_grad(args, x, orig, id);
+  return p.row_grad[k] * gd * lg;
+}
+
+// Copies the staged 128 x 128 G tile to the staging buffer (16-byte stores).
+__device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16* stage, int rt,
+                                                int ct) {
+  for (int c = threadIdx.x; c < kTileRows * 16; c += blockDim.x) {
+    int r = c >> 4, ch = c & 15;
+    uint4 v = *reinterpret_cast<const uint4*>(stage + r * kStageStride + ch * 8);
+    *reinterpret_cast<uint4*>(p.grad + (long long)(rt * kTileRows + r) * p.grad_stride +
+                              ct * kTileIds + ch * 8) = v;
+  }
+}
+
+// Grid (row tiles, chunk tiles); CeGradCta::kThreads threads (launch bounds: two CTAs per SM).
+template <class Prog, class Args, bool kF16>
+__device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdParams& p) {
+  extern __shared__ __align__(128) u16 smem[];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int rt = blockIdx.x, ct = blockIdx.y, tile = p.chunk_first + ct;
+  const int cls = p.tile_class[(long long)rt * L.num_tiles + tile];
+  if (cls == 0) return;
+  const int row0 = rt * kTileRows;
+  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  const int lbase = (tile - S.first_tile) * kTileIds;
+  u16* stage = smem;
+
+  if (cls == 2) {  // target only: no matrix work
+    for (int c = threadIdx.x; c < kTileRows * kStageStride / 2; c += blockDim.x)
+      reinterpret_cast<u32*>(stage)[c] = 0u;
+    __syncthreads();
+    for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
+      int k = row0 + r;
+      if (k >= R.n_kept) break;
+      int orig = R.kept[k], id = R.targets[orig], lv = id - S.begin - lbase;
+      if (lv >= 0 && lv < kTileIds && id - S.begin < S.size) {
+        float g = grad_entry<Prog>(args, p, p.target_raw[k], p.target_logit[k], k, orig, true, id);
+        stage[r * kStageStride + lv] = (u16)(pack2<kF16>(g, 0.f) & 0xffffu);
+      }
+    }
+    __syncthreads();
+    store_grad_tile(p, stage, rt, ct);
+    return;
+  }
+
+  const int ksteps = (R.dim + CeGradCta::kK - 1) / CeGradCta::kK;
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    int k0 = step * CeGradCta::kK;
+    load_kmajor<kTileRows, CeGradCta::kThreads>(
+        a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
+                          R.dim - k0});
+    load_kmajor<kTileIds, CeGradCta::kThreads>(
+        b_tile, CeOperand{S.weight + lbase * S.weight_stride + k0, S.weight_stride, S.size - lbase,
+                          R.dim - k0});
+  };
+  CeGradCta::Acc acc;  // one tile: the accumulators stay as they are at the end
+  gemm_loop<CeGradCta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
+
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int r = acc_row<CeGradCta>(mi, h), k = row0 + r;
+      bool row_ok = k < R.n_kept;
+      int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+#pragma unroll
+      for (int ni = 0; ni < CeGradCta::kNI; ++ni) {
+        int col = acc_col<CeGradCta>(ni);
+        float g2[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int lv = lbase + col + e, id = S.begin + lv;
+          g2[e] = 0.f;
+          if (row_ok && lv < S.size) {
+            float x = acc[mi][ni][h * 2 + e];
+            if (S.bias) x += to_float<kF16>(S.bias[lv]);
+            float z = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
+            g2[e] = grad_entry<Prog>(args, p, x, z, k, orig, id == tgt, id);
+          }
+        }
+        *reinterpret_cast<u32*>(stage + r * kStageStride + col) = pack2<kF16>(g2[0], g2[1]);
+      }
+    }
+  __syncthreads();
+  store_grad_tile(p, stage, rt, ct);
+}
+
+// ---- products ------------------------------------------------------------------------------
+
+// Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
+// CeProductCta::kThreads threads (launch bounds: one CTA per SM), as for dweight.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
+  extern __shared__ __align__(128) u16 smem[];
+  __shared__ int tiles[1024];
+  __shared__ int range[2];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int rt = blockIdx.x, d0 = blockIdx.y * CeProductCta::kN;
+  const int* list = p.row_list + (long long)rt * L.num_tiles;
+  if (threadIdx.x == 0) {  // the chunk's part of the ascending list
+    int n = p.row_count[rt], lo = 0, hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    int a = lo;
+    hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first + p.chunk_tiles)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    range[0] = a;
+    range[1] = lo;
+  }
+  __syncthreads();
+  const int a = range[0], count = range[1] - range[0];
+  if (count == 0 && !p.first_chunk) return;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) tiles[i] = list[a + i];
+  __syncthreads();
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    int tile = tiles[step >> 1], half = step & 1;
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    int lv0 = (tile - S.first_tile) * kTileIds + half * 64;
+    load_kmajor<kTileRows, CeProductCta::kThreads>(
+        a_tile, CeOperand{p.grad + rt * kTileRows * p.grad_stride +
+                              (tile - p.chunk_first) * kTileIds + half * 64,
+                          p.grad_stride, kTileRows, 64});
+    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(
+        b_tile, CeOperand{S.weight + lv0 * S.weight_stride + d0, S.weight_stride, S.size - lv0,
+                          R.dim - d0});
+  };
+  CeProductCta::Acc acc;
+  gemm_loop<CeProductCta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                             acc);
+
+  const float smooth = p.label_smoothing / (float)L.live_ids;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int k = rt * kTileRows + acc_row<CeProductCta>(mi, h);
+      if (k >= R.n_kept) continue;
+      float* dst = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
+      float gs = p.weight_colsum && p.first_chunk ? -p.row_grad[k] * smooth : 0.f;
+#pragma unroll
+      for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
+        int d = d0 + acc_col<CeProductCta>(ni);
+        if (d >= R.dim) continue;
+        float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+        if (gs != 0.f) {
+          v.x += gs * p.weight_colsum[d];
+          v.y += gs * p.weight_colsum[d + 1];
+        }
+        float2* o = reinterpret_cast<float2*>(dst + d);
+        if (!p.first_chunk) {
+          float2 old = *o;
+          v.x += old.x;
+          v.y += old.y;
+        }
+        *o = v;
+      }
+    }
+}
+
+// Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
+  extern __shared__ __align__(128) u16 smem[];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int ct = blockIdx.x, tile = p.chunk_first + ct, d0 = blockIdx.y * CeProductCta::kN;
+  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  const int lbase = (tile - S.first_tile) * kTileIds;
+  const int* list = p.col_list + (long long)tile * p.num_row_tiles;
+  const int count = p.col_count[tile];
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+    load_mnmajor<kTileIds, CeProductCta::kThreads>(
+        a_tile,
+        CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds});
+    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(
+        b_tile, CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
+                          R.dim - d0});
+  };
+  CeProductCta::Acc acc;
+  gemm_loop<CeProductCta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                              acc);
+
+  const float smooth = p.weight_colsum ? -p.label_smoothing / (float)L.live_ids : 0.f;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int lv = lbase + acc_row<CeProductCta>(mi, h);
+      if (lv >= S.size) continue;
+      float* dst = S.d_weight + (long long)lv * S.d_weight_stride;
+#pragma unroll
+      for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
+        int d = d0 + acc_col<CeProductCta>(ni);
+        if (d >= R.dim) continue;
+        float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+        if (smooth != 0.f) {
+          v.x += smooth * p.hidden_wsum[d];
+          v.y += smooth * p.hidden_wsum[d + 1];
+        }
+        *reinterpret_cast<float2*>(dst + d) = v;
+      }
+    }
+}
+
+// One thread per id of the chunk: dbias = column sum of G over visited row tiles (in order).
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
+  const CeLayout& L = p.layout;
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.chunk_tiles * kTileIds) return;
+  int tile = p.chunk_first + c / kTileIds;
+  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  int lv = (tile - S.first_tile) * kTileIds + c % kTileIds;
+  if (!S.d_bias || lv >= S.size) return;
+  const int* list = p.col_list + (long long)tile * p.num_row_tiles;
+  int count = p.col_count[tile];
+  float acc = 0.f;
+  for (int i = 0; i < count; ++i) {
+    const u16* g = p.grad + (long long)list[i] * kTileRows * p.grad_stride + c;
+    for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * p.grad_stride]);
+  }
+  if (p.weight_colsum) acc -= p.label_smoothing / (float)L.live_ids * p.grad_sum[0];
+  S.d_bias[lv] = acc;
+}
+
+#ifndef __CUDACC_RTC__
+// nvcc builds launch the kernels directly (see linear_ce_common.cuh).
+__global__ void linear_ce_row_grad_kernel(const int* slot, const float* upstream, int reduction,
+                                          int n_kept, float* row_grad, float* d_hidden,
+                                          long long d_hidden_stride, int dim) {
+  linear_ce_row_grad(slot, upstream, reduction, n_kept, row_grad, d_hidden, d_hidden_stride, dim);
+}
+__global__ void __launch_bounds__(128)
+    linear_ce_classify_kernel(const __grid_constant__ CeClassifyParams q) {
+  linear_ce_classify(q);
+}
+__global__ void __launch_bounds__(256)
+    linear_ce_row_lists_kernel(const unsigned char* tile_class, int num_tiles, int* row_list,
+                               int* row_count) {
+  linear_ce_row_lists(tile_class, num_tiles, row_list, row_count);
+}
+__global__ void linear_ce_col_lists_kernel(const unsigned char* tile_class, int num_tiles,
+                                           int num_row_tiles, int* col_list, int* col_count) {
+  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count);
+}
+__global__ void linear_ce_colsum_part_kernel(const u16* base, long long stride, int n,
+                                             const int* rows, const float* weights, int dim,
+                                             int rows_per_part, int is_f16, float* partial) {
+  linear_ce_colsum_part(base, stride, n, rows, weights, dim, rows_per_part, is_f16, partial);
+}
+__global__ void linear_ce_sum_parts_kernel(const float* partial, int parts, int dim, float* out) {
+  linear_ce_sum_parts(partial, parts, dim, out);
+}
+template <class Prog, class Args, bool kF16>
+__global__ void __launch_bounds__(CeGradCta::kThreads, 2)
+    linear_ce_grad_kernel(const __grid_constant__ Args args,
+                          const __grid_constant__ CeBwdParams p) {
+  linear_ce_grad<Prog, Args, kF16>(args, p);
+}
+template <bool kF16>
+__global__ void __launch_bounds__(CeProductCta::kThreads, 1)
+    linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p) {
+  linear_ce_dhidden<kF16>(p);
+}
+template <bool kF16>
+__global__ void __launch_bounds__(CeProductCta::kThreads, 1)
+    linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p) {
+  linear_ce_dweight<kF16>(p);
+}
+template <bool kF16>
+__global__ void linear_ce_dbias_kernel(const __grid_constant__ CeBwdParams p) {
+  linear_ce_dbias<kF16>(p);
+}
+#endif
+
+}  // namespace tilejit_ce

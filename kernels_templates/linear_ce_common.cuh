@@ -1,0 +1,162 @@
+// Shared pieces of the fused linear cross-entropy kernels: the vocabulary layout as the kernels
+// see it, the kept-row view of the hidden states, row compaction, and block-level helpers.
+//
+// Tiling of the vocabulary: every segment is cut into tiles of kTileIds ids starting at its own
+// first id, so a tile never straddles two segments and dead ids are never visited. Tiles are
+// numbered globally, segment after segment; CeSegment::first_tile is the number of a segment's
+// first tile. Rows: ignore_index rows are compacted away first (linear_ce_compact_rows);
+// every other kernel walks "kept" rows k = 0..n_kept-1, original row kept[k].
+//
+// Hook interface filled by generated code (compiler/codegen/LossKernels.h; stand-ins in
+// tests/gpu/linear_ce_harness.cu):
+//   struct Prog {
+//     static constexpr bool kLogitIsIdentity;
+//     __device__ static float logit_mod(const Args&, float logit, int row, int id);
+//     __device__ static float logit_grad(const Args&, float logit, int row, int id);
+//   };
+// `row` is the original row index, `id` the global vocabulary id.
+#pragma once
+
+#include "ce_mma.cuh"
+
+namespace tilejit_ce {
+
+constexpr int kMaxSegments = 4;
+constexpr int kTileRows = 128;  // rows of E per (row tile, vocabulary tile) gradient tile
+constexpr int kTileIds = 128;   // vocabulary ids per tile
+
+// CTA shapes: forward (kept rows x vocabulary ids), gradient tiles (kTileRows x kTileIds), and
+// the two backward products (rows x dims for dE, ids x dims for dC).
+// Shared memory: 144 KiB (+12 KiB static) for the wide CTAs, which fits sm_80's 163 KiB;
+// 4 stages measured no faster on H200.
+typedef CeCta<256, 128, 3, 64> CeFwdCta;          // 8 warps of 64 x 64: one CTA per SM
+typedef CeCta<kTileRows, kTileIds, 3> CeGradCta;  // 8 warps of 64 x 32, 96 KiB: two per SM
+typedef CeCta<128, 256, 3, 64> CeProductCta;      // 8 warps of 64 x 64: one CTA per SM
+constexpr int kFwdRows = CeFwdCta::kM;
+
+enum CeReduction : int { kReduceNone = 0, kReduceSum = 1, kReduceMean = 2 };
+
+struct CeSegment {
+  const u16* weight = nullptr;  // [size, dim], row stride weight_stride (elements)
+  const u16* bias = nullptr;    // [size] or nullptr
+  float* d_weight = nullptr;    // [size, dim] fp32, row stride d_weight_stride
+  float* d_bias = nullptr;      // [size] fp32 or nullptr
+  long long weight_stride = 0;
+  long long d_weight_stride = 0;
+  int begin = 0;       // global id of row 0
+  int size = 0;        // V_s
+  int first_tile = 0;  // global tile number of row 0
+};
+
+struct CeLayout {
+  CeSegment seg[kMaxSegments];
+  int num_segments = 0;
+  int num_tiles = 0;  // sum over segments of ceil(size / kTileIds)
+  int live_ids = 0;   // sum of sizes
+};
+
+// The kept rows of E and their targets. `hidden` is E compacted to the kept rows (row k is
+// original row kept[k]; linear_ce_gather_rows): every operand load is then a plain strided
+// copy, with no index lookup between a barrier and the tensor cores.
+struct CeRows {
+  const u16* hidden = nullptr;  // [n_kept, dim], row stride hidden_stride
+  long long hidden_stride = 0;
+  const int* kept = nullptr;     // [n_kept] original row indices, ascending
+  const int* targets = nullptr;  // [n_rows] global ids (ignore_index rows are not kept)
+  int n_kept = 0;
+  int dim = 0;  // multiple of 8 (16-byte copies)
+};
+
+__device__ __forceinline__ int tile_segment(const CeLayout& L, int tile) {
+  int s = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxSegments; ++i)
+    if (i < L.num_segments && tile >= L.seg[i].first_tile) s = i;
+  return s;
+}
+
+// Global tile holding global id `id` (a live id), or -1.
+__device__ __forceinline__ int id_tile(const CeLayout& L, int id) {
+  for (int s = 0; s < L.num_segments; ++s) {
+    int lv = id - L.seg[s].begin;
+    if (lv >= 0 && lv < L.seg[s].size) return L.seg[s].first_tile + lv / kTileIds;
+  }
+  return -1;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Exclusive prefix count of `flag` over the block (blockDim.x a multiple of 32, at most 1024),
+// in thread order; *total receives the block's count. Uses `scratch` (33 ints).
+__device__ __forceinline__ int block_exclusive_count(bool flag, int* scratch, int* total) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  unsigned ballot = __ballot_sync(0xffffffffu, flag);
+  int before = __popc(ballot & ((1u << lane) - 1u));
+  if (lane == 0) scratch[warp] = __popc(ballot);
+  __syncthreads();
+  if (warp == 0) {
+    int v = lane < nwarps ? scratch[lane] : 0, incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int u = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += u;
+    }
+    if (lane < nwarps) scratch[lane] = incl - v;
+    if (lane == 31) scratch[32] = incl;
+  }
+  __syncthreads();
+  int pos = scratch[warp] + before;
+  *total = scratch[32];
+  __syncthreads();
+  return pos;
+}
+
+// One block (1024 threads): kept[] = rows whose target is not ignore_index, in order;
+// slot[i] = position of row i in kept[] or -1; *count = number kept. Deterministic.
+__device__ __forceinline__ void linear_ce_compact_rows(const int* targets, int n_rows,
+                                                      int ignore_index, int* kept, int* slot,
+                                                      int* count) {
+  __shared__ int scratch[33];
+  int base = 0;
+  for (int c = 0; c < n_rows; c += blockDim.x) {
+    int i = c + threadIdx.x;
+    bool keep = i < n_rows && targets[i] != ignore_index;
+    int total;
+    int pos = block_exclusive_count(keep, scratch, &total);
+    if (i < n_rows) {
+      slot[i] = keep ? base + pos : -1;
+      if (keep) kept[base + pos] = i;
+    }
+    base += total;
+  }
+  if (threadIdx.x == 0) *count = base;
+}
+
+// Grid (n_kept), 128 threads: out[k, :] = hidden[kept[k], :] (dim a multiple of 8).
+__device__ __forceinline__ void linear_ce_gather_rows(const u16* hidden, long long stride,
+                                                     const int* kept, int dim, u16* out) {
+  const uint4* src = reinterpret_cast<const uint4*>(hidden + kept[blockIdx.x] * stride);
+  uint4* dst = reinterpret_cast<uint4*>(out + (long long)blockIdx.x * dim);
+  for (int c = threadIdx.x; c < dim / 8; c += blockDim.x) dst[c] = src[c];
+}
+
+#ifndef __CUDACC_RTC__
+// nvcc builds (tests/gpu/linear_ce_harness.cu) launch the kernels directly; under NVRTC the
+// generated translation units define extern "C" entry points instead
+// (compiler/codegen/LossKernels.h), so no mangled kernel is compiled there.
+__global__ void __launch_bounds__(1024)
+    linear_ce_compact_rows_kernel(const int* targets, int n_rows, int ignore_index, int* kept,
+                                  int* slot, int* count) {
+  linear_ce_compact_rows(targets, n_rows, ignore_index, kept, slot, count);
+}
+__global__ void linear_ce_gather_rows_kernel(const u16* hidden, long long stride, const int* kept,
+                                             int dim, u16* out) {
+  linear_ce_gather_rows(hidden, stride, kept, dim, out);
+}
+#endif
+
+}  // namespace tilejit_ce

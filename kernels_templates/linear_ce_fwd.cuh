@@ -1,0 +1,251 @@
+// Fused linear cross-entropy, forward: loss and lse without materializing the [N, V] logits.
+//
+// linear_ce_fwd: grid (ceil(n_kept / 256), vocabulary splits). A CTA computes logit tiles
+// E[256 kept rows] . C_s[128 ids]^T on tensor cores (ce_mma.cuh), one vocabulary tile after the
+// other over its split, with the pipeline running across tile boundaries. The epilogue applies
+// bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum of
+// logits (label smoothing) in registers; the target logit is stored by the one thread whose
+// column holds the target. Optionally it records max logit per (vocabulary tile, row), target
+// excluded, which lets the backward pass skip tiles whose gradient is negligible.
+// linear_ce_merge: per row, combines the split partials in split order into lse and the
+// row loss. linear_ce_reduce: one block sums row losses in a fixed order. Both are
+// deterministic; nothing here uses atomics.
+#pragma once
+
+#include "linear_ce_common.cuh"
+
+namespace tilejit_ce {
+
+struct CeFwdParams {
+  CeLayout layout;
+  CeRows rows;
+  float* part_max = nullptr;      // [splits, n_kept]
+  float* part_sum = nullptr;      // [splits, n_kept] sum of exp(logit - part_max)
+  float* part_zsum = nullptr;     // [splits, n_kept] sum of logits (smoothing) or nullptr
+  float* target_logit = nullptr;  // [n_kept] logit_mod(x) at the target
+  float* target_raw = nullptr;    // [n_kept] x (before logit_mod) at the target
+  float* tile_max = nullptr;      // [num_tiles, n_kept] or nullptr
+  int tiles_per_split = 1;
+};
+
+// Rows per thread in the accumulator layout: thread-local row r is m16 tile r/2, half r%2.
+constexpr int kThreadRows = 8;
+__device__ __forceinline__ int tile_row(int r) { return acc_row<CeFwdCta>(r >> 1, r & 1); }
+
+// Merges (m2, s2) into (m, s): s counts exp(x - m).
+__device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
+  float mn = fmaxf(m, m2);
+  if (mn == neg_inf()) return;
+  s = s * fast_exp2((m - mn) * kLog2e) + s2 * fast_exp2((m2 - mn) * kLog2e);
+  m = mn;
+}
+
+// Launched with CeFwdCta::kThreads threads (launch bounds: one CTA per SM) and
+// CeFwdCta::kSmemBytes of dynamic shared memory.
+template <class Prog, class Args, bool kF16>
+__device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p) {
+  extern __shared__ __align__(128) u16 smem[];
+  __shared__ float red[3][CeFwdCta::kWarpsN][kFwdRows];
+
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int row0 = blockIdx.x * kFwdRows;
+  const int t_begin = blockIdx.y * p.tiles_per_split;
+  const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
+  const int ksteps = (R.dim + CeFwdCta::kK - 1) / CeFwdCta::kK;
+  const int lane = threadIdx.x & 31, wn = warp_n<CeFwdCta>();
+
+  int krow[kThreadRows], orig[kThreadRows], tgt[kThreadRows];
+  float m[kThreadRows], s[kThreadRows], zs[kThreadRows];
+#pragma unroll
+  for (int r = 0; r < kThreadRows; ++r) {
+    krow[r] = row0 + tile_row(r);
+    bool ok = krow[r] < R.n_kept;
+    orig[r] = ok ? R.kept[krow[r]] : 0;
+    tgt[r] = ok ? R.targets[orig[r]] : -1;
+    m[r] = neg_inf();
+    s[r] = 0.f;
+    zs[r] = 0.f;
+  }
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    int tile = t_begin + step / ksteps, k0 = (step % ksteps) * CeFwdCta::kK;
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    int lbase = (tile - S.first_tile) * kTileIds;
+    load_kmajor<kFwdRows, CeFwdCta::kThreads>(
+        a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
+                          R.dim - k0});
+    load_kmajor<kTileIds, CeFwdCta::kThreads>(
+        b_tile, CeOperand{S.weight + lbase * S.weight_stride + k0, S.weight_stride, S.size - lbase,
+                          R.dim - k0});
+  };
+
+  auto tile_done = [&](int ti, CeFwdCta::Acc& acc) {
+    int tile = t_begin + ti;
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    int lbase = (tile - S.first_tile) * kTileIds;
+#pragma unroll
+    for (int r = 0; r < kThreadRows; ++r) {
+      const int mi = r >> 1, h = r & 1;
+      float z[2 * CeFwdCta::kNI];
+      float tmax = neg_inf(), zmax = neg_inf();
+      bool row_ok = krow[r] < R.n_kept;
+#pragma unroll
+      for (int ni = 0; ni < CeFwdCta::kNI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int lv = lbase + acc_col<CeFwdCta>(ni) + e;
+          float v = neg_inf();
+          if (row_ok && lv < S.size) {
+            int id = S.begin + lv;
+            float x = acc[mi][ni][h * 2 + e];
+            if (S.bias) x += to_float<kF16>(S.bias[lv]);
+            v = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig[r], id);
+            if (id == tgt[r]) {
+              p.target_logit[krow[r]] = v;
+              p.target_raw[krow[r]] = x;
+            } else {
+              tmax = fmaxf(tmax, v);
+            }
+            if (p.part_zsum) zs[r] += v;
+          }
+          z[ni * 2 + e] = v;
+          zmax = fmaxf(zmax, v);
+        }
+      float mn = fmaxf(m[r], zmax);
+      if (mn != neg_inf()) {
+        float acc_s = 0.f, mn2 = mn * kLog2e;
+#pragma unroll
+        for (int j = 0; j < 2 * CeFwdCta::kNI; ++j) acc_s += fast_exp2(fmaf(z[j], kLog2e, -mn2));
+        s[r] = s[r] * fast_exp2((m[r] - mn) * kLog2e) + acc_s;
+        m[r] = mn;
+      }
+      if (p.tile_max) {
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        if ((lane & 3) == 0) red[0][wn][tile_row(r)] = tmax;
+      }
+    }
+    if (p.tile_max) {
+      __syncthreads();
+      for (int r = threadIdx.x; r < kFwdRows; r += blockDim.x)
+        if (row0 + r < R.n_kept) {
+          float mx = red[0][0][r];
+#pragma unroll
+          for (int w = 1; w < CeFwdCta::kWarpsN; ++w) mx = fmaxf(mx, red[0][w][r]);
+          p.tile_max[(long long)tile * R.n_kept + row0 + r] = mx;
+        }
+    }
+  };
+
+  CeFwdCta::Acc acc;
+  int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
+  gemm_loop<CeFwdCta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc);
+
+  // Row partials: across the 4 lanes of a quad, then across the two column warps.
+#pragma unroll
+  for (int r = 0; r < kThreadRows; ++r) {
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, m[r], o);
+      float s2 = __shfl_xor_sync(0xffffffffu, s[r], o);
+      zs[r] += __shfl_xor_sync(0xffffffffu, zs[r], o);
+      lse_merge(m[r], s[r], m2, s2);
+    }
+    if ((lane & 3) == 0) {
+      red[0][wn][tile_row(r)] = m[r];
+      red[1][wn][tile_row(r)] = s[r];
+      red[2][wn][tile_row(r)] = zs[r];
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < kFwdRows; r += blockDim.x) {
+    if (row0 + r >= R.n_kept) break;
+    float mm = red[0][0][r], ss = red[1][0][r], zz = red[2][0][r];
+#pragma unroll
+    for (int w = 1; w < CeFwdCta::kWarpsN; ++w) {  // column warps in a fixed order
+      lse_merge(mm, ss, red[0][w][r], red[1][w][r]);
+      zz += red[2][w][r];
+    }
+    long long o = (long long)blockIdx.y * R.n_kept + row0 + r;
+    p.part_max[o] = mm;
+    p.part_sum[o] = ss;
+    if (p.part_zsum) p.part_zsum[o] = zz;
+  }
+}
+
+struct CeMergeParams {
+  const float* part_max = nullptr;
+  const float* part_sum = nullptr;
+  const float* part_zsum = nullptr;  // nullptr: no smoothing
+  const float* target_logit = nullptr;
+  const int* slot = nullptr;   // [n_rows] kept index or -1
+  float* lse = nullptr;        // [n_kept]
+  float* row_loss = nullptr;   // [n_kept]
+  float* loss_rows = nullptr;  // [n_rows] (reduction none) or nullptr; ignored rows get 0
+  int n_rows = 0, n_kept = 0, splits = 1, live_ids = 1;
+  float label_smoothing = 0.f, z_loss = 0.f;
+};
+
+// One thread per original row; split partials combined in split order.
+__device__ __forceinline__ void linear_ce_merge(const CeMergeParams& q) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= q.n_rows) return;
+  int k = q.slot[i];
+  if (k < 0) {
+    if (q.loss_rows) q.loss_rows[i] = 0.f;
+    return;
+  }
+  float mx = neg_inf();
+  for (int sp = 0; sp < q.splits; ++sp) mx = fmaxf(mx, q.part_max[(long long)sp * q.n_kept + k]);
+  float sum = 0.f, zsum = 0.f;
+  for (int sp = 0; sp < q.splits; ++sp) {
+    long long o = (long long)sp * q.n_kept + k;
+    float pm = q.part_max[o];
+    if (pm != neg_inf()) sum += q.part_sum[o] * expf(pm - mx);
+    if (q.part_zsum) zsum += q.part_zsum[o];
+  }
+  float lse = mx + logf(sum);
+  float eps = q.label_smoothing;
+  float ce = lse - q.target_logit[k];
+  float loss = (1.f - eps) * ce + q.z_loss * lse * lse;
+  if (q.part_zsum) loss += eps * (lse - zsum / (float)q.live_ids);
+  q.lse[k] = lse;
+  q.row_loss[k] = loss;
+  if (q.loss_rows) q.loss_rows[i] = loss;
+}
+
+// One block of 1024 threads: out[0] = sum (reduction sum) or mean (reduction mean) of
+// row_loss[0..n). Fixed summation order: deterministic run to run.
+__device__ __forceinline__ void linear_ce_reduce(const float* row_loss, int n, int reduction,
+                                                float* out) {
+  __shared__ double part[1024];
+  double acc = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    out[0] = (float)(reduction == kReduceMean ? (n > 0 ? part[0] / n : 0.0) : part[0]);
+}
+
+#ifndef __CUDACC_RTC__
+// nvcc builds launch the kernels directly (see linear_ce_common.cuh).
+template <class Prog, class Args, bool kF16>
+__global__ void __launch_bounds__(CeFwdCta::kThreads, 1)
+    linear_ce_fwd_kernel(const __grid_constant__ Args args, const __grid_constant__ CeFwdParams p) {
+  linear_ce_fwd<Prog, Args, kF16>(args, p);
+}
+__global__ void linear_ce_merge_kernel(const __grid_constant__ CeMergeParams q) {
+  linear_ce_merge(q);
+}
+__global__ void __launch_bounds__(1024)
+    linear_ce_reduce_kernel(const float* row_loss, int n, int reduction, float* out) {
+  linear_ce_reduce(row_loss, n, reduction, out);
+}
+#endif
+
+}  // namespace tilejit_ce

@@ -1,0 +1,96 @@
+// Per-element score pipeline and the online softmax of the attention kernels. Scores live in
+// the log2 domain: x = log2(e) * score_mod(scale * qk), so one ex2.approx gives the
+// probability; with an identity score_mod the whole transform is one multiply by
+// scale * log2(e). A masked or out-of-range element is x = -inf (probability exactly 0).
+#pragma once
+
+#include "mma.cuh"
+
+namespace tjk {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+// Where the tile sits: whether mask_mod must run and whether positions can be out of range.
+// The hooks are called only at in-range positions, score_mod only where the mask holds.
+template <class Prog, class Args, bool kMask, bool kBounds>
+__device__ __forceinline__ float element_logit(const Args& args, float acc, float scale,
+                                               float scale_log2, int b, int h, int q, int kv,
+                                               int seq_q, int seq_kv) {
+  if (kBounds && (q >= seq_q || kv >= seq_kv)) return neg_inf();
+  if (kMask && !Prog::mask_mod(args, b, h, q, kv)) return neg_inf();
+  if (Prog::kScoreIsIdentity) return acc * scale_log2;
+  return Prog::score_mod(args, acc * scale, b, h, q, kv) * kLog2e;
+}
+
+// Sum / max over the four lanes of a quad (the lanes holding one accumulator row).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// Running max and sum for the 2 * kM rows one thread holds in kM m16 accumulator tiles.
+// Row i = 2 * mi + half, half selecting accumulator elements {0,1} or {2,3}.
+template <int kM>
+struct OnlineSoftmax {
+  float m[2 * kM];  // running max (log2 domain), -inf while nothing was seen
+  float l[2 * kM];  // this thread's part of the running sum; quad-reduced in finish()
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int i = 0; i < 2 * kM; ++i) m[i] = neg_inf(), l[i] = 0.f;
+  }
+
+  // Turns logits s into probabilities in place and returns in alpha the factor by which the
+  // output accumulator rows must be rescaled. A row that is still all -inf keeps m = -inf and
+  // uses 0 as its reference, so no inf - inf appears.
+  template <int kN>
+  __device__ __forceinline__ void update(float (&s)[kM][kN][4], float (&alpha)[2 * kM]) {
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int i = 2 * mi + half;
+        float mx = m[i];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          mx = fmaxf(mx, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
+        mx = quad_max(mx);
+        float ref = mx == neg_inf() ? 0.f : mx;
+        alpha[i] = fast_exp2(m[i] - ref);
+        m[i] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+#pragma unroll
+          for (int c = 2 * half; c < 2 * half + 2; ++c) {
+            s[mi][n][c] = fast_exp2(s[mi][n][c] - ref);
+            sum += s[mi][n][c];
+          }
+        }
+        l[i] = l[i] * alpha[i] + sum;
+      }
+    }
+  }
+
+  // Completes the row sums; returns per row the output scale (0 for an empty row) and the
+  // natural-log lse (-inf for an empty row).
+  __device__ __forceinline__ void finish(float (&inv)[2 * kM], float (&lse)[2 * kM]) {
+#pragma unroll
+    for (int i = 0; i < 2 * kM; ++i) {
+      float sum = quad_sum(l[i]);
+      bool empty = !(sum > 0.f);
+      inv[i] = empty ? 0.f : 1.f / sum;
+      lse[i] = empty ? neg_inf() : (m[i] + __log2f(sum)) * kLn2;
+    }
+  }
+};
+
+}  // namespace tjk

@@ -1,0 +1,483 @@
+#include "runtime/Attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "compiler/Error.h"
+#include "compiler/Lower.h"
+#include "compiler/Printer.h"
+#include "runtime/DenseMask.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/Launch.h"
+#include "runtime/Module.h"
+#include "runtime/cpu/CpuAttention.h"
+#include "runtime/cpu/RowHooks.h"
+
+namespace tilejit {
+
+namespace {
+
+using Where = TensorView::Where;
+
+// ---------------------------------------------------------------------------------------------
+// Validation. Every message names the tensor (TensorView's validators use its name; views
+// without one get the role they play here).
+
+struct Problem {
+  int batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_kv = 0, dim = 0;
+  float scale = 0;
+  Where where = Where::Device;
+};
+
+TensorView named(const TensorView& t, const char* role) {
+  TensorView n = t;
+  if (n.name.empty()) n.name = role;
+  return n;
+}
+
+int32_t as_int32(const TensorView& t, int axis, const char* what) {
+  int64_t v = t.shape[axis];
+  TILEJIT_USER_CHECK(v <= std::numeric_limits<int32_t>::max(),
+                     "attention: {} = {} of '{}' does not fit in 32 bits", what, v, t.name);
+  return static_cast<int32_t>(v);
+}
+
+// Shape [B, H, S, D] (or [B, H, S] for lse) equal to `want`, placed like q, dtype `dtype`.
+void check_like(const TensorView& t, const std::vector<int64_t>& want, DType dtype,
+                const Problem& p, const char* like) {
+  t.check_well_formed().check_rank(static_cast<int>(want.size()));
+  TILEJIT_USER_CHECK(t.where == p.where, "attention: '{}' is in {} memory but q is in {} memory",
+                     t.name, t.where == Where::Host ? "host" : "device",
+                     p.where == Where::Host ? "host" : "device");
+  static const char* kDims[] = {"B", "H", "S", "D"};
+  for (size_t i = 0; i < want.size(); ++i)
+    t.check_dim(static_cast<int>(i), want[i], fmt::format("{}, as in {}", kDims[i], like));
+  TILEJIT_USER_CHECK(t.dtype == dtype, "attention: '{}' must have dtype {} (like {}), got {}",
+                     t.name, dtype_name(dtype), like, dtype_name(t.dtype));
+}
+
+// The context to run in (the current one, else device 0's primary) and its architecture.
+CUcontext gpu_context(std::string& arch) {
+  Driver* driver = Driver::get();
+  TILEJIT_USER_CHECK(driver, "attention: device tensors but no GPU: {}",
+                     Driver::unavailable_reason());
+  if (!driver->current_context()) driver->use_device(0);
+  arch = device_arch(0);
+  return driver->current_context();
+}
+
+// What the GPU kernels need of a [B, H, S, D] tensor: device memory, 16-byte aligned rows.
+void check_gpu_layout(const TensorView& t) {
+  t.check_last_dim_contiguous();
+  if (t.numel() == 0) return;
+  t.check_alignment(16);
+  for (int i = 0; i < 3; ++i)
+    TILEJIT_USER_CHECK(t.shape[i] <= 1 || t.strides[i] % 8 == 0,
+                       "attention: '{}': the stride of dimension {} must be a multiple of 8 "
+                       "elements (16-byte aligned rows), got {} ({})",
+                       t.name, i, t.strides[i], t.describe());
+  Driver* driver = Driver::get();
+  TILEJIT_USER_CHECK(driver->is_device_pointer(t.data),
+                     "attention: '{}' is marked as device memory but {} is not a device pointer",
+                     t.name, t.data);
+}
+
+void check_lse(const TensorView& lse, const Problem& p) {
+  check_like(lse, {p.batch, p.heads_q, p.seq_q}, DType::F32, p, "q");
+  TILEJIT_USER_CHECK(lse.numel() == 0 || lse.is_contiguous(),
+                     "attention: '{}' must be contiguous ({})", lse.name, lse.describe());
+  if (p.where == Where::Device && lse.numel() > 0) lse.check_alignment(4);
+}
+
+Problem check_inputs(const TensorView& q, const TensorView& k, const TensorView& v,
+                     const AttentionOptions& options) {
+  q.check_well_formed().check_rank(4);
+  Problem p;
+  p.where = q.where;
+  p.batch = as_int32(q, 0, "B");
+  p.heads_q = as_int32(q, 1, "Hq");
+  p.seq_q = as_int32(q, 2, "Sq");
+  p.dim = as_int32(q, 3, "D");
+  k.check_well_formed().check_rank(4);
+  p.heads_kv = as_int32(k, 1, "Hkv");
+  p.seq_kv = as_int32(k, 2, "Skv");
+  check_like(k, {p.batch, p.heads_kv, p.seq_kv, p.dim}, q.dtype, p, "q (B, D) and k");
+  check_like(v, {p.batch, p.heads_kv, p.seq_kv, p.dim}, q.dtype, p, "k");
+  TILEJIT_USER_CHECK(p.heads_kv > 0 ? p.heads_q % p.heads_kv == 0 : p.heads_q == 0,
+                     "attention: '{}' has {} heads, not a multiple of the {} heads of '{}' (GQA "
+                     "needs Hq % Hkv == 0)",
+                     q.name, p.heads_q, p.heads_kv, k.name);
+  TILEJIT_USER_CHECK(int64_t{p.batch} * std::max(p.heads_q, 1) <= std::numeric_limits<int32_t>::max(),
+                     "attention: '{}': B * Hq does not fit in 32 bits", q.name);
+  if (p.where == Where::Device) {
+    q.check_dtype({DType::BF16, DType::F16});
+    attention_variant(q.dtype, p.dim);
+    std::string arch;
+    gpu_context(arch);  // pointer checks below need the driver and a context
+    for (const TensorView* t : {&q, &k, &v}) check_gpu_layout(*t);
+  } else {
+    q.check_dtype({DType::F32, DType::BF16, DType::F16}).check_last_dim_contiguous();
+    k.check_last_dim_contiguous();
+    v.check_last_dim_contiguous();
+  }
+  float scale = options.scale.value_or(p.dim > 0 ? 1.f / std::sqrt(static_cast<float>(p.dim)) : 1.f);
+  TILEJIT_USER_CHECK(std::isfinite(scale), "attention: the scale must be finite, got {}", scale);
+  p.scale = scale;
+  return p;
+}
+
+void check_block_mask(const BlockMask& mask, const Problem& p) {
+  const BlockMaskShape& s = mask.shape();
+  TILEJIT_USER_CHECK(s.seq_q == p.seq_q && s.seq_kv == p.seq_kv,
+                     "attention: 'block_mask' was built for seq_q {} x seq_kv {} but the tensors "
+                     "have {} x {}",
+                     s.seq_q, s.seq_kv, p.seq_q, p.seq_kv);
+  TILEJIT_USER_CHECK(s.batch == 1 || s.batch == p.batch,
+                     "attention: 'block_mask' has batch {}; expected 1 (broadcast) or B = {}",
+                     s.batch, p.batch);
+  TILEJIT_USER_CHECK(s.heads == 1 || s.heads == p.heads_q,
+                     "attention: 'block_mask' has heads {}; expected 1 (broadcast) or Hq = {}",
+                     s.heads, p.heads_q);
+  if (p.where == Where::Device) {
+    TILEJIT_USER_CHECK(s.block_q == kAttentionBlockQ && s.block_kv == kAttentionBlockKV,
+                       "attention: 'block_mask' has tiles {} x {}; the GPU kernels need "
+                       "block_q = {}, block_kv = {}",
+                       s.block_q, s.block_kv, kAttentionBlockQ, kAttentionBlockKV);
+    TILEJIT_USER_CHECK(mask.q_tiles() <= 65535 && mask.kv_tiles() <= 65535,
+                       "attention: sequences of {} x {} exceed the kernels' grid (65535 tiles)",
+                       p.seq_q, p.seq_kv);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: generated, compiled and loaded once per (program, variant, module, arch).
+
+struct PreparedModule {
+  std::map<std::string, std::string, std::less<>> entries;
+  ArgLayout layout;
+  std::shared_ptr<const CompiledKernel> kernel;
+};
+
+std::shared_ptr<const PreparedModule> prepare(const AttentionProgram& program,
+                                              const std::string& program_key,
+                                              const AttentionVariant& variant,
+                                              AttentionModule module, const std::string& arch) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const PreparedModule>> memo;
+  const std::string key = fmt::format("{}/{}/{}/{}", program_key, variant_suffix(variant),
+                                      attention_module_name(module), arch);
+  {
+    std::lock_guard lock(mu);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  LoweredAttention lowered = lower(program);
+  AttentionKernelSource source =
+      generate_attention_module(lowered.program, lowered.score_grad, module, variant);
+  auto prepared = std::make_shared<PreparedModule>();
+  prepared->entries = source.entries;
+  prepared->layout = source.cuda.layout;
+  prepared->kernel = KernelCache::global().get(attention_kernel_spec(source, program.name), arch);
+  std::lock_guard lock(mu);
+  if (memo.size() >= 1024) memo.clear();  // a bound, not an LRU: programs are few in practice
+  memo.emplace(key, prepared);
+  return prepared;
+}
+
+// A loaded kernel, its dynamic shared memory allowed, ready to launch.
+struct Kernel {
+  CUfunction function = nullptr;
+  AttentionLaunchShape shape;
+};
+
+Kernel load(const PreparedModule& prepared, std::string_view kernel, int head_dim) {
+  std::shared_ptr<LoadedModule> module = load_module(*prepared.kernel);
+  auto it = prepared.entries.find(kernel);
+  TILEJIT_INTERNAL_CHECK(it != prepared.entries.end(), "attention module lacks {}", kernel);
+  Kernel k{module->function(it->second), attention_launch_shape(kernel, head_dim)};
+  if (k.shape.smem_bytes > 48 * 1024)
+    module->set_max_dynamic_shared_memory(it->second, k.shape.smem_bytes);
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device state: block-mask copies (by content, shared by every stream) and per-stream scratch.
+// One mutex covers fetching them and enqueueing the launches that use them, so a buffer is only
+// freed after synchronising the work that may still read it.
+
+// Host mirrors of kernels_templates/attention_fwd.cuh, attention_bwd.cuh, block_mask.cuh.
+struct AttnTensorArg {
+  void* ptr;
+  long long stride_b, stride_h, stride_s;
+};
+struct AttnShapeArg {
+  int batch, heads_q, heads_kv, seq_q, seq_kv;
+  float scale;
+};
+struct BlockMaskArg {
+  const void *offsets, *runs, *t_offsets, *t_runs;
+  int batch, heads, q_tiles, kv_tiles, block_q, block_kv;
+};
+struct FwdParams {
+  AttnTensorArg q, k, v, out;
+  float* lse;
+  AttnShapeArg shape;
+  BlockMaskArg mask;
+};
+struct BwdParams {
+  AttnTensorArg q, k, v, out, d_out, dq, dk, dv;
+  const float* lse;
+  float* delta;
+  float* dq_accum;
+  AttnShapeArg shape;
+  BlockMaskArg mask;
+};
+static_assert(sizeof(FwdParams) == kAttnFwdParamsBytes);
+static_assert(sizeof(BwdParams) == kAttnBwdParamsBytes);
+
+struct DeviceMask {
+  DeviceBuffer buffer;
+  BlockMaskArg view{};
+};
+
+struct DeviceState {
+  std::mutex mutex;
+  std::map<std::pair<CUcontext, std::string>, std::unique_ptr<DeviceMask>> masks;
+  std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> scratch;
+};
+
+DeviceState& device_state() {
+  static auto* s = new DeviceState();  // never destroyed: freeing at exit races the driver
+  return *s;
+}
+
+template <class T>
+void append_bytes(std::string& out, const std::vector<T>& v) {
+  size_t n = v.size() * sizeof(T);
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(reinterpret_cast<const char*>(v.data()), n);
+}
+
+size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+// The device copy of `mask` (state.mutex held).
+const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const BlockMask& mask) {
+  const BlockMaskShape& s = mask.shape();
+  std::string key(reinterpret_cast<const char*>(&s), sizeof s);
+  append_bytes(key, mask.offsets());
+  append_bytes(key, mask.runs());
+  append_bytes(key, mask.t_offsets());
+  append_bytes(key, mask.t_runs());
+  auto& slot = state.masks[{context, key}];
+  if (slot) return slot->view;
+  if (state.masks.size() > 64) {  // rare: forget the copies, after the work that reads them
+    Driver::get()->context_synchronize();
+    state.masks.clear();
+    return device_mask(state, context, mask);
+  }
+  size_t sizes[4] = {mask.offsets().size() * 4, mask.runs().size() * 8,
+                     mask.t_offsets().size() * 4, mask.t_runs().size() * 8};
+  const void* data[4] = {mask.offsets().data(), mask.runs().data(), mask.t_offsets().data(),
+                         mask.t_runs().data()};
+  std::vector<unsigned char> host;
+  size_t at[4];
+  for (int i = 0; i < 4; ++i) {
+    at[i] = host.size();
+    host.resize(align8(host.size() + sizes[i]));
+    if (sizes[i]) std::memcpy(host.data() + at[i], data[i], sizes[i]);
+  }
+  auto dm = std::make_unique<DeviceMask>();
+  dm->buffer = DeviceBuffer(std::max<size_t>(host.size(), 8));
+  if (!host.empty()) dm->buffer.copy_from_host(host.data(), host.size());
+  auto base = static_cast<const unsigned char*>(dm->buffer.data());
+  dm->view = {base + at[0], base + at[1], base + at[2], base + at[3], s.batch, s.heads,
+              mask.q_tiles(), mask.kv_tiles(), s.block_q, s.block_kv};
+  slot = std::move(dm);
+  return slot->view;
+}
+
+// At least `bytes` of scratch for `stream` (state.mutex held); grows after synchronising it.
+float* scratch(DeviceState& state, CUcontext context, CUstream stream, size_t bytes) {
+  DeviceBuffer& buf = state.scratch[{context, stream}];
+  if (buf.bytes() < bytes) {
+    if (buf.bytes() > 0) Driver::get()->stream_synchronize(stream);
+    buf = DeviceBuffer(bytes);
+  }
+  return static_cast<float*>(buf.data());
+}
+
+AttnTensorArg tensor_arg(const TensorView& t) {
+  return {t.data, t.strides[0], t.strides[1], t.strides[2]};
+}
+
+unsigned blocks(int64_t items, int64_t per_block) {
+  return static_cast<unsigned>((items + per_block - 1) / per_block);
+}
+
+void launch_if(const Kernel& k, Dim3 grid, CUstream stream, void** params) {
+  if (grid.x == 0 || grid.y == 0) return;
+  launch(k.function, grid, Dim3{static_cast<unsigned>(k.shape.threads), 1, 1},
+         static_cast<size_t>(k.shape.smem_bytes), stream, params);
+}
+
+std::string program_key(const AttentionProgram& program) { return program_hash(program); }
+
+}  // namespace
+
+AttentionVariant attention_variant(DType dtype, int head_dim) {
+  TILEJIT_USER_CHECK((dtype == DType::BF16 || dtype == DType::F16) &&
+                         (head_dim == 64 || head_dim == 128),
+                     "attention kernels support dtypes bf16 and f16 with head dims 64 and 128, "
+                     "not {} with head dim {}",
+                     dtype_name(dtype), head_dim);
+  return {dtype == DType::F16 ? ElemType::F16 : ElemType::BF16, head_dim};
+}
+
+std::vector<AttentionKernelSource> attention_kernel_sources(const AttentionProgram& program,
+                                                            const AttentionVariant& variant) {
+  check_attention_variant(variant);
+  LoweredAttention lowered = lower(program);
+  std::vector<AttentionKernelSource> out;
+  for (AttentionModule m : attention_modules())
+    out.push_back(generate_attention_module(lowered.program, lowered.score_grad, m, variant));
+  return out;
+}
+
+KernelSpec attention_kernel_spec(const AttentionKernelSource& source,
+                                 const std::string& program_name) {
+  KernelSpec spec = kernel_spec(source.cuda, program_name);
+  spec.entry_points.clear();
+  for (const auto& [kernel, entry] : source.entries) spec.entry_points.push_back(entry);
+  spec.variant = source.variant;
+  return spec;
+}
+
+void attention_forward(const AttentionProgram& program, const TensorView& q_in,
+                       const TensorView& k_in, const TensorView& v_in, const Bindings& bindings,
+                       const BlockMask& block_mask, const AttentionOptions& options,
+                       CUstream stream, const TensorView& out_in, const TensorView& lse_in) {
+  TensorView q = named(q_in, "q"), k = named(k_in, "k"), v = named(v_in, "v");
+  TensorView out = named(out_in, "out"), lse = named(lse_in, "lse");
+  Problem p = check_inputs(q, k, v, options);
+  check_like(out, {p.batch, p.heads_q, p.seq_q, p.dim}, q.dtype, p, "q");
+  check_lse(lse, p);
+  check_block_mask(block_mask, p);
+  check_bindings(program, bindings, p.where);
+
+  if (p.where == Where::Host) {
+    LoweredAttention lowered = lower(program);
+    auto hooks = make_row_hooks(lowered, bindings);
+    cpu_attention_forward(*hooks, block_mask, {q, k, v, out, lse, p.scale});
+    return;
+  }
+  check_gpu_layout(out);
+  std::string arch;
+  CUcontext context = gpu_context(arch);
+  AttentionVariant variant = attention_variant(q.dtype, p.dim);
+  auto fwd = prepare(program, program_key(program), variant, AttentionModule::Forward, arch);
+  Kernel kernel = load(*fwd, "attention_fwd", p.dim);
+  if (int64_t{p.batch} * p.heads_q * p.seq_q == 0) return;
+  std::vector<unsigned char> args = pack_args(fwd->layout, bindings);
+
+  DeviceState& state = device_state();
+  std::lock_guard lock(state.mutex);
+  FwdParams params{tensor_arg(q),
+                   tensor_arg(k),
+                   tensor_arg(v),
+                   tensor_arg(out),
+                   static_cast<float*>(lse.data),
+                   {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
+                   device_mask(state, context, block_mask)};
+  void* kernel_params[] = {&params, args.data()};
+  launch_if(kernel, {static_cast<unsigned>(p.batch * p.heads_q),
+                     static_cast<unsigned>(block_mask.q_tiles()), 1},
+            stream, kernel_params);
+}
+
+void attention_backward(const AttentionProgram& program, const TensorView& q_in,
+                        const TensorView& k_in, const TensorView& v_in, const TensorView& out_in,
+                        const TensorView& lse_in, const TensorView& d_out_in,
+                        const Bindings& bindings, const BlockMask& block_mask,
+                        const AttentionOptions& options, CUstream stream, const TensorView& dq_in,
+                        const TensorView& dk_in, const TensorView& dv_in) {
+  TensorView q = named(q_in, "q"), k = named(k_in, "k"), v = named(v_in, "v");
+  TensorView out = named(out_in, "out"), lse = named(lse_in, "lse");
+  TensorView d_out = named(d_out_in, "d_out"), dq = named(dq_in, "dq");
+  TensorView dk = named(dk_in, "dk"), dv = named(dv_in, "dv");
+  Problem p = check_inputs(q, k, v, options);
+  const std::vector<int64_t> q_shape{p.batch, p.heads_q, p.seq_q, p.dim};
+  const std::vector<int64_t> kv_shape{p.batch, p.heads_kv, p.seq_kv, p.dim};
+  check_like(out, q_shape, q.dtype, p, "q");
+  check_like(d_out, q_shape, q.dtype, p, "q");
+  check_like(dq, q_shape, q.dtype, p, "q");
+  check_like(dk, kv_shape, q.dtype, p, "k");
+  check_like(dv, kv_shape, q.dtype, p, "k");
+  check_lse(lse, p);
+  check_block_mask(block_mask, p);
+  check_bindings(program, bindings, p.where);
+
+  if (p.where == Where::Host) {
+    LoweredAttention lowered = lower(program);
+    auto hooks = make_row_hooks(lowered, bindings);
+    cpu_attention_backward(*hooks, block_mask, {q, k, v, out, lse, d_out, dq, dk, dv, p.scale});
+    return;
+  }
+  for (const TensorView* t : {&out, &d_out, &dq, &dk, &dv}) check_gpu_layout(*t);
+  std::string arch;
+  CUcontext context = gpu_context(arch);
+  AttentionVariant variant = attention_variant(q.dtype, p.dim);
+  const std::string key = program_key(program);
+  const bool det = options.deterministic;
+  auto rows = prepare(program, key, variant, AttentionModule::BackwardRows, arch);
+  auto main = prepare(program, key, variant,
+                      det ? AttentionModule::BackwardDeterministic : AttentionModule::Backward,
+                      arch);
+  Kernel preprocess = load(*rows, "attention_bwd_preprocess", p.dim);
+  Kernel convert = load(*rows, "attention_bwd_dq_convert", p.dim);
+  Kernel bwd = load(*main, det ? "attention_bwd_det" : "attention_bwd", p.dim);
+  Kernel dq_kernel = det ? load(*main, "attention_bwd_dq", p.dim) : Kernel{};
+  const int64_t n_rows = int64_t{p.batch} * p.heads_q * p.seq_q;
+  if (n_rows == 0 && int64_t{p.batch} * p.heads_kv * p.seq_kv == 0) return;
+  std::vector<unsigned char> args = pack_args(main->layout, bindings);
+
+  DeviceState& state = device_state();
+  std::lock_guard lock(state.mutex);
+  // Scratch: delta [rows], then (atomic mode) the fp32 dQ accumulator [rows, D].
+  const size_t delta_bytes = align8(static_cast<size_t>(n_rows) * 4);
+  const size_t accum_bytes = det ? 0 : static_cast<size_t>(n_rows) * p.dim * 4;
+  float* work = scratch(state, context, stream, std::max<size_t>(delta_bytes + accum_bytes, 16));
+  BwdParams params{tensor_arg(q),
+                   tensor_arg(k),
+                   tensor_arg(v),
+                   tensor_arg(out),
+                   tensor_arg(d_out),
+                   tensor_arg(dq),
+                   tensor_arg(dk),
+                   tensor_arg(dv),
+                   static_cast<const float*>(lse.data),
+                   work,
+                   det ? nullptr : work + delta_bytes / 4,
+                   {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
+                   device_mask(state, context, block_mask)};
+  void* rows_params[] = {&params};
+  void* main_params[] = {&params, args.data()};
+  launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);
+  launch_if(bwd, {static_cast<unsigned>(p.batch * p.heads_kv),
+                  static_cast<unsigned>(block_mask.kv_tiles()), 1},
+            stream, main_params);
+  if (det)
+    launch_if(dq_kernel, {static_cast<unsigned>(p.batch * p.heads_q),
+                          static_cast<unsigned>(block_mask.q_tiles()), 1},
+              stream, main_params);
+  else
+    launch_if(convert, {blocks(n_rows * (p.dim / 8), 256), 1, 1}, stream, rows_params);
+}
+
+}  // namespace tilejit

@@ -1,0 +1,64 @@
+#include "runtime/DeviceBuffer.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "runtime/Driver.h"
+
+namespace tilejit {
+
+namespace {
+Driver& driver() {
+  Driver* d = Driver::get();
+  TILEJIT_USER_CHECK(d, "device memory needs a CUDA device: {}", Driver::unavailable_reason());
+  return *d;
+}
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) ptr_ = driver().mem_alloc(bytes);
+}
+
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    ptr_ = std::exchange(other.ptr_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::release() noexcept {
+  if (!ptr_) return;
+  try {
+    driver().mem_free(ptr_);
+  } catch (const Error& e) {
+    // A destructor must not throw; a failed free means the context is already broken.
+    std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
+  }
+  ptr_ = 0;
+  bytes_ = 0;
+}
+
+void DeviceBuffer::copy_from_host(const void* src, size_t bytes) {
+  TILEJIT_USER_CHECK(bytes <= bytes_, "copy of {} bytes into a device buffer of {} bytes", bytes,
+                     bytes_);
+  if (bytes > 0) driver().memcpy_htod(ptr_, src, bytes);
+}
+
+void DeviceBuffer::copy_to_host(void* dst, size_t bytes) const {
+  TILEJIT_USER_CHECK(bytes <= bytes_, "copy of {} bytes out of a device buffer of {} bytes", bytes,
+                     bytes_);
+  if (bytes > 0) driver().memcpy_dtoh(dst, ptr_, bytes);
+}
+
+void DeviceBuffer::fill_bytes(unsigned char value) {
+  if (bytes_ > 0) driver().memset_d8(ptr_, value, bytes_);
+}
+
+}  // namespace tilejit

@@ -1,0 +1,49 @@
+// DeviceBuffer: an owned device allocation (cuMemAlloc / cuMemFree), for tests, the demo and
+// tilejit's own scratch space (block-mask runs). Host applications pass their own memory.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace tilejit {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);  // requires a driver and a current context
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr ptr() const { return ptr_; }
+  void* data() const { return reinterpret_cast<void*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+  void copy_from_host(const void* src, size_t bytes);
+  void copy_to_host(void* dst, size_t bytes) const;
+  void fill_bytes(unsigned char value);  // e.g. 0xFF poisons a float output with NaNs
+
+  template <typename T>
+  static DeviceBuffer from_host(const std::vector<T>& values) {
+    DeviceBuffer buffer(values.size() * sizeof(T));
+    buffer.copy_from_host(values.data(), values.size() * sizeof(T));
+    return buffer;
+  }
+  template <typename T>
+  std::vector<T> to_host() const {
+    std::vector<T> values(bytes_ / sizeof(T));
+    copy_to_host(values.data(), values.size() * sizeof(T));
+    return values;
+  }
+
+ private:
+  void release() noexcept;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tilejit

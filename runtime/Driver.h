@@ -1,0 +1,101 @@
+// The CUDA driver API, opened at run time. tilejit never links libcuda: a host without a GPU
+// (CI, a build machine) still compiles kernels with NVRTC, and Driver::get() just returns nullptr.
+// Entry points are resolved with cuGetProcAddress at explicit ABI versions, because CUDA 13
+// changed some signatures (cuCtxSynchronize takes a context since 13.0).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "compiler/Error.h"
+
+namespace tilejit {
+
+// A driver call failed. The message names the call and the driver's error name and text.
+class CudaError : public Error {
+ public:
+  CudaError(CUresult code, std::string function, const std::string& message)
+      : Error(message), code_(code), function_(std::move(function)) {}
+  CUresult code() const { return code_; }
+  const std::string& function() const { return function_; }
+
+ private:
+  CUresult code_;
+  std::string function_;
+};
+
+class Driver {
+ public:
+  // The process-wide driver, initialised on first use (thread-safe); nullptr when libcuda cannot
+  // be opened, cuInit fails or there is no device. unavailable_reason() then says why.
+  static Driver* get();
+  static const std::string& unavailable_reason();
+
+  int driver_version() const { return driver_version_; }  // e.g. 13000
+
+  // Devices.
+  int device_count();
+  CUdevice device(int ordinal);
+  int attribute(CUdevice_attribute attribute, int ordinal);
+  std::string device_name(int ordinal);
+  std::pair<int, int> compute_capability(int ordinal);
+
+  // Contexts: the device's primary context, retained once and kept for the process lifetime.
+  CUcontext primary_context(int ordinal);
+  void set_current(CUcontext context);
+  CUcontext current_context();   // nullptr when none is current
+  void use_device(int ordinal);  // primary context of `ordinal` made current on this thread
+  void context_synchronize();    // the current context
+
+  // Modules and launches.
+  CUmodule module_load_data(const void* image);
+  void module_unload(CUmodule module);
+  CUfunction module_function(CUmodule module, const char* name);
+  void set_max_dynamic_shared_memory(CUfunction function, int bytes);
+  void launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
+                     CUstream stream, void** params);
+
+  // Memory.
+  CUdeviceptr mem_alloc(size_t bytes);
+  void mem_free(CUdeviceptr ptr);
+  void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
+  void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
+  void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
+  // True when `ptr` is device (or managed) memory known to the driver; false for host memory.
+  bool is_device_pointer(const void* ptr);
+
+  // Streams and events.
+  void stream_synchronize(CUstream stream);
+  CUevent event_create(unsigned flags = CU_EVENT_DEFAULT);
+  void event_record(CUevent event, CUstream stream);
+  float event_elapsed_ms(CUevent start, CUevent end);
+  void event_destroy(CUevent event);
+
+  // Throws CudaError naming `function` unless `result` is CUDA_SUCCESS.
+  void check(CUresult result, const char* function) const;
+  std::string error_text(CUresult result) const;
+
+  struct EntryPoints;  // resolved function pointers (Driver.cpp)
+
+ private:
+  Driver() = default;
+  static Driver* create(std::string& reason);
+
+  EntryPoints* api_ = nullptr;
+  int driver_version_ = 0;
+};
+
+// True when a driver and at least one device are present.
+bool gpu_available();
+
+// The NVRTC target for a compute capability: "sm_90a" for 9.0 (Hopper's wgmma/TMA need the
+// arch-specific target), otherwise "sm_<major><minor>" ("sm_80", "sm_89", "sm_100").
+std::string arch_for_compute_capability(int major, int minor);
+// The target of device `ordinal` (requires a driver).
+std::string device_arch(int ordinal);
+
+}  // namespace tilejit

@@ -1,0 +1,632 @@
+#include "runtime/LinearCe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "compiler/Error.h"
+#include "compiler/Lower.h"
+#include "compiler/Printer.h"
+#include "runtime/DenseMask.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/Launch.h"
+#include "runtime/LinearCeParams.h"
+#include "runtime/LinearCeWorkspace.h"
+#include "runtime/Module.h"
+
+namespace tilejit {
+
+using namespace linear_ce;  // the kernels' launch parameters (LinearCeParams.h)
+
+namespace {
+
+unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
+
+// ---- compiled kernels --------------------------------------------------------------------
+
+ElemType elem_of(DType dtype) {
+  TILEJIT_USER_CHECK(dtype == DType::BF16 || dtype == DType::F16,
+                     "linear cross-entropy kernels take bf16 or f16 operands, not {}",
+                     dtype_name(dtype));
+  return dtype == DType::F16 ? ElemType::F16 : ElemType::BF16;
+}
+
+LinearCeModule make_module(const LoweredLoss& l, LossModule m, ElemType elem) {
+  LinearCeModule out;
+  out.source = generate_loss_module(l.program, l.logit_grad, m, elem);
+  const bool shared = !loss_module_uses_program(m);
+  out.spec = kernel_spec(out.source.cuda, shared ? "linear_ce" : l.program.name);
+  out.spec.entry_points.clear();
+  for (const auto& [kernel, entry] : out.source.entries) out.spec.entry_points.push_back(entry);
+  out.spec.variant = out.source.variant;
+  return out;
+}
+
+// A program's kernels for one element type and arch; modules are compiled on first use, so a
+// forward-only caller never compiles the backward.
+struct PreparedLoss {
+  LoweredLoss lowered;
+  ArgLayout layout;
+  ElemType elem = ElemType::BF16;
+  std::string arch;
+  std::mutex mu;
+  std::map<LossModule, std::pair<std::map<std::string, std::string, std::less<>>,
+                                 std::shared_ptr<const CompiledKernel>>>
+      modules;
+
+  CUfunction function(LossModule m, std::string_view kernel, int dynamic_smem = 0) {
+    std::unique_lock<std::mutex> lock(mu);
+    auto it = modules.find(m);
+    if (it == modules.end()) {
+      lock.unlock();  // compiling takes seconds: other modules may proceed meanwhile
+      LinearCeModule mod = make_module(lowered, m, elem);
+      auto compiled = KernelCache::global().get(mod.spec, arch);
+      lock.lock();
+      it = modules.emplace(m, std::make_pair(mod.source.entries, compiled)).first;
+    }
+    auto entry = it->second.first.find(kernel);
+    TILEJIT_INTERNAL_CHECK(entry != it->second.first.end(), "no loss kernel {}", kernel);
+    std::shared_ptr<LoadedModule> loaded = load_module(*it->second.second);
+    lock.unlock();
+    if (dynamic_smem > 0) loaded->set_max_dynamic_shared_memory(entry->second, dynamic_smem);
+    return loaded->function(entry->second);
+  }
+};
+
+std::shared_ptr<PreparedLoss> prepare(const LossProgram& prog, ElemType elem,
+                                      const std::string& arch) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<PreparedLoss>> memo;
+  const std::string key =
+      fmt::format("{}/{}/{}", program_hash(prog), elem_type_name(elem), arch);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  auto p = std::make_shared<PreparedLoss>();
+  p->lowered = lower(prog);
+  p->layout = arg_layout(p->lowered.program);
+  p->elem = elem;
+  p->arch = arch;
+  if (memo.size() >= 256) memo.clear();  // a bound, not an LRU: programs are few in practice
+  memo.emplace(key, p);
+  return p;
+}
+
+// Launches `f` with each argument passed by value (types must match the entry's parameters).
+template <class... A>
+void run(CUfunction f, Dim3 grid, Dim3 block, size_t smem, CUstream stream, A... args) {
+  void* params[] = {static_cast<void*>(&args)...};
+  launch(f, grid, block, smem, stream, params);
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+// A 16-bit operand matrix [rows, dim] read with 16-byte copies.
+void check_operand(const TensorView& t, DType dtype, int64_t rows, int64_t dim,
+                   std::string_view rows_name) {
+  t.check_well_formed().check_rank(2).check_dtype(dtype).check_where(TensorView::Where::Device);
+  t.check_dim(0, rows, rows_name).check_dim(1, dim, "D").check_last_dim_contiguous();
+  TILEJIT_USER_CHECK(t.strides[0] % 8 == 0 && t.strides[0] >= dim,
+                     "'{}': the row stride must be a multiple of 8 elements and at least D "
+                     "(16-byte rows), got {} ({})",
+                     t.name, t.strides[0], t.describe());
+  t.check_alignment(16);
+}
+
+// An fp32 output or input vector [n] (contiguous), or a one-element scalar when n < 0.
+void check_f32_vector(const TensorView& t, int64_t n) {
+  t.check_well_formed().check_dtype(DType::F32).check_where(TensorView::Where::Device);
+  if (n < 0) {
+    TILEJIT_USER_CHECK(t.numel() == 1, "'{}' must hold one element, got {}", t.name,
+                       t.describe());
+    return;
+  }
+  t.check_rank(1).check_dim(0, n, "N");
+  TILEJIT_USER_CHECK(n <= 1 || t.strides[0] == 1, "'{}' must be contiguous ({})", t.name,
+                     t.describe());
+  t.check_alignment(4);
+}
+
+// An fp32 gradient matrix [rows, dim] written with 8-byte stores.
+void check_f32_matrix(const TensorView& t, int64_t rows, int64_t dim, std::string_view rows_name) {
+  t.check_well_formed().check_rank(2).check_dtype(DType::F32).check_where(TensorView::Where::Device);
+  t.check_dim(0, rows, rows_name).check_dim(1, dim, "D").check_last_dim_contiguous();
+  TILEJIT_USER_CHECK(t.strides[0] % 2 == 0 && t.strides[0] >= dim,
+                     "'{}': the row stride must be even and at least D, got {} ({})", t.name,
+                     t.strides[0], t.describe());
+  t.check_alignment(8);
+}
+
+// A tensor the caller says is on the device must be memory the driver knows.
+void check_resident(Driver* driver, const TensorView& t) {
+  TILEJIT_USER_CHECK(t.numel() == 0 || driver->is_device_pointer(t.data),
+                     "'{}' is not device memory ({})", t.name, t.describe());
+}
+
+Bindings captured_only(const LossProgram& prog, const Bindings& bind) {
+  auto is_segment_name = [&](const std::string& n) {
+    for (const Segment& s : prog.segments)
+      if (n == s.weight || n == s.bias) return true;
+    return false;
+  };
+  Bindings out;
+  for (const auto& [name, view] : bind.buffers())
+    if (!is_segment_name(name)) out.set({name, view});
+  for (const auto& [name, value] : bind.params()) {
+    if (is_segment_name(name)) continue;
+    if (auto* f = std::get_if<float>(&value))
+      out.set({name, *f});
+    else
+      out.set({name, std::get<int32_t>(value)});
+  }
+  return out;
+}
+
+float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType dtype) {
+  TILEJIT_USER_CHECK(std::isfinite(o.filter_threshold) && o.filter_threshold < 1,
+                     "program {}: filter_threshold must be finite and < 1, got {}",
+                     l.program.name, o.filter_threshold);
+  TILEJIT_USER_CHECK(o.grad_buffer_bytes > 0, "grad_buffer_bytes must be positive, got {}",
+                     o.grad_buffer_bytes);
+  // The kernels drop the uniform smoothing term from skipped tiles unless they can add it
+  // analytically, which they do only for an identity logit_mod.
+  if (l.program.label_smoothing > 0 && !l.logit_is_identity) return 0.f;
+  if (o.filter_threshold >= 0) return o.filter_threshold;
+  return dtype == DType::F16 ? 1.f / 32768 : 1.f / 4096;
+}
+
+Driver* require_gpu() {
+  Driver* driver = Driver::get();
+  TILEJIT_USER_CHECK(driver, "linear cross-entropy: no GPU: {}", Driver::unavailable_reason());
+  if (!driver->current_context()) driver->use_device(0);
+  return driver;
+}
+
+// Owns the library-allocated outputs of a call.
+struct Storage {
+  std::vector<DeviceBuffer> buffers;
+  TensorView take(size_t floats, std::vector<int64_t> shape, std::string name) {
+    buffers.emplace_back(std::max<size_t>(floats, 1) * sizeof(float));
+    return TensorView::contiguous(buffers.back().data(), DType::F32, std::move(shape),
+                                  TensorView::Where::Device, std::move(name));
+  }
+};
+
+}  // namespace
+
+// ---- saved state -------------------------------------------------------------------------
+
+struct LinearCeState {
+  std::shared_ptr<PreparedLoss> kernels;
+  std::vector<SegmentBinding> segments;
+  std::vector<unsigned char> args;  // packed TjArgs
+  DType dtype = DType::BF16;
+  int64_t n_rows = 0, dim = 0, n_kept = 0;
+  float threshold = 0;
+  bool analytic_smoothing = false;
+  CeLayout layout;
+  LinearCeWorkspace ws;
+  DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
+  DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
+  Storage outputs;
+
+  int32_t* targets32() const { return static_cast<int32_t*>(rows.data()); }
+  int32_t* kept() const { return targets32() + n_rows; }
+  int32_t* slot() const { return targets32() + 2 * n_rows; }
+  int32_t* status() const { return targets32() + 3 * n_rows; }
+  template <class T>
+  T* fwd(const WorkspaceSlice& s) const {
+    return s.bytes ? reinterpret_cast<T*>(static_cast<char*>(forward.data()) + s.offset) : nullptr;
+  }
+};
+
+void check_linear_ce_supported(const LossProgram& prog) {
+  TILEJIT_USER_CHECK(!prog.kl, "program {}: KL term not supported on the GPU path yet",
+                     prog.name);
+  TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
+                     "program {}: the GPU path supports at most {} vocabulary segments, got {}",
+                     prog.name, kMaxSegments, prog.segments.size());
+}
+
+std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype) {
+  check_linear_ce_supported(prog);
+  ElemType elem = elem_of(dtype);
+  LoweredLoss l = lower(prog);
+  std::vector<LinearCeModule> out;
+  for (LossModule m : loss_modules()) out.push_back(make_module(l, m, elem));
+  return out;
+}
+
+std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorView& hidden,
+                                          const Bindings& bind) {
+  std::vector<SegmentBinding> out;
+  for (const Segment& s : prog.segments) {
+    for (const std::string* n : {&s.weight, &s.bias}) {
+      if (n->empty()) continue;
+      TILEJIT_USER_CHECK(!prog.find_buffer(*n) && !prog.find_param(*n),
+                         "program {}: '{}' names both a segment tensor and a captured value",
+                         prog.name, *n);
+      TILEJIT_USER_CHECK(!bind.find_param(*n), "program {}: '{}' of segment '{}' is bound to a "
+                         "scalar, not a tensor", prog.name, *n, s.name);
+      TILEJIT_USER_CHECK(bind.find_buffer(*n), "program {}: {} '{}' of segment '{}' is not bound",
+                         prog.name, n == &s.weight ? "weight" : "bias", *n, s.name);
+    }
+    SegmentBinding b{*bind.find_buffer(s.weight), std::nullopt};
+    b.weight.name = s.weight;
+    check_operand(b.weight, hidden.dtype, s.size(), hidden.shape[1], "V_" + s.name);
+    if (!s.bias.empty()) {
+      b.bias = *bind.find_buffer(s.bias);
+      b.bias->name = s.bias;
+      b.bias->check_well_formed().check_rank(1).check_dtype(hidden.dtype);
+      b.bias->check_where(TensorView::Where::Device).check_dim(0, s.size(), "V_" + s.name);
+      TILEJIT_USER_CHECK(s.size() <= 1 || b.bias->strides[0] == 1,
+                         "'{}' must be contiguous ({})", s.bias, b.bias->describe());
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Shape, dtype, layout and bindings checks of a forward call; nothing here needs a GPU.
+static void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
+                                 const TensorView& targets, const LinearCeOutputs& outputs) {
+  check_linear_ce_supported(prog);
+  hidden.check_well_formed().check_rank(2).check_dtype({DType::BF16, DType::F16});
+  const int64_t n = hidden.shape[0], d = hidden.shape[1];
+  TILEJIT_USER_CHECK(d > 0 && d % 8 == 0, "'{}': D = {} must be a positive multiple of 8 ({})",
+                     hidden.name, d, hidden.describe());
+  TILEJIT_USER_CHECK(n <= std::numeric_limits<int32_t>::max(), "'{}': N = {} exceeds 2^31 - 1",
+                     hidden.name, n);
+  check_operand(hidden, hidden.dtype, n, d, "N");
+  targets.check_well_formed().check_rank(1).check_dtype(DType::I32);
+  targets.check_where(TensorView::Where::Device).check_dim(0, n, "N").check_alignment(4);
+  if (outputs.loss) check_f32_vector(*outputs.loss, -1);
+  if (outputs.row_loss) check_f32_vector(*outputs.row_loss, n);
+  if (outputs.lse) check_f32_vector(*outputs.lse, n);
+}
+
+static CeLayout device_layout(const LossProgram& prog, const std::vector<SegmentBinding>& segs) {
+  CeLayout L;
+  L.num_segments = static_cast<int32_t>(segs.size());
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const Segment& s = prog.segments[i];
+    CeSegment& c = L.seg[i];
+    c.weight = segs[i].weight.data;
+    c.bias = segs[i].bias ? segs[i].bias->data : nullptr;
+    c.weight_stride = segs[i].weight.strides[0];
+    c.begin = static_cast<int32_t>(s.begin);
+    c.size = static_cast<int32_t>(s.size());
+    c.first_tile = L.num_tiles;
+    L.num_tiles += static_cast<int32_t>((s.size() + kTileIds - 1) / kTileIds);
+    L.live_ids += c.size;
+  }
+  return L;
+}
+
+// Reads the first bad target back and explains it.
+[[noreturn]] static void bad_target(const LossProgram& prog, const TensorView& targets,
+                                    Driver* driver, int32_t row) {
+  int32_t value = 0;
+  driver->memcpy_dtoh(&value, targets.device_ptr() + row * targets.strides[0] * sizeof(int32_t),
+                      sizeof value);
+  std::string ranges;
+  for (const Segment& s : prog.segments)
+    ranges += fmt::format("{}[{}, {})", ranges.empty() ? "" : ", ", s.begin, s.end);
+  bool inside = value >= 0 && value < prog.vocab_end();
+  user_error("program {}: '{}'[{}] = {} is {} (live ids: {}; ignore_index {})", prog.name,
+             targets.name, row, value, inside ? "a dead id (in no segment)" : "out of range",
+             ranges, prog.ignore_index);
+}
+
+// ---- forward -------------------------------------------------------------------------------
+
+LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden,
+                                             const Bindings& bind, const TensorView& targets,
+                                             const LinearCeOptions& options, CUstream stream,
+                                             const LinearCeOutputs& outputs) {
+  check_forward_inputs(prog, hidden, targets, outputs);
+  auto st = std::make_shared<LinearCeState>();
+  st->segments = bind_segments(prog, hidden, bind);
+  Bindings captures = captured_only(prog, bind);
+  check_bindings(prog.name, prog.buffers, prog.params, captures);
+  st->dtype = hidden.dtype;
+  st->n_rows = hidden.shape[0];
+  st->dim = hidden.shape[1];
+
+  Driver* driver = require_gpu();
+  for (const TensorView* t : {&hidden, &targets}) check_resident(driver, *t);
+  for (const SegmentBinding& s : st->segments) {
+    check_resident(driver, s.weight);
+    if (s.bias) check_resident(driver, *s.bias);
+  }
+  st->kernels = prepare(prog, elem_of(hidden.dtype), device_arch(0));
+  PreparedLoss& K = *st->kernels;
+  const LossProgram& P = K.lowered.program;
+  st->threshold = effective_threshold(K.lowered, options, hidden.dtype);
+  st->analytic_smoothing = P.label_smoothing > 0 && K.lowered.logit_is_identity;
+  st->args = pack_args(K.layout, captures);
+  st->layout = device_layout(P, st->segments);
+  const int32_t n = static_cast<int32_t>(st->n_rows), dim = static_cast<int32_t>(st->dim);
+
+  // Targets: narrowed and checked, rows compacted; one read-back gives the verdict and n_kept.
+  st->rows = DeviceBuffer((3 * size_t(std::max(n, 1)) + 2) * sizeof(int32_t));
+  int32_t* status = st->status();
+  if (n > 0) {
+    run(K.function(LossModule::Rows, "linear_ce_check_targets_i32"), {1}, {1024}, 0, stream,
+        static_cast<const int32_t*>(targets.data), static_cast<long long>(targets.strides[0]), n,
+        static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
+    run(K.function(LossModule::Rows, "linear_ce_compact_rows"), {1}, {1024}, 0, stream,
+        static_cast<const int32_t*>(st->targets32()), n, int32_t{kIgnoredTarget}, st->kept(),
+        st->slot(), status);
+    driver->stream_synchronize(stream);
+    int32_t verdict[2];
+    driver->memcpy_dtoh(verdict, reinterpret_cast<CUdeviceptr>(status), sizeof verdict);
+    if (verdict[1] >= 0) bad_target(P, targets, driver, verdict[1]);
+    st->n_kept = verdict[0];
+  }
+
+  LinearCeShape shape;
+  shape.n_rows = n;
+  shape.n_kept = st->n_kept;
+  shape.dim = dim;
+  for (const Segment& s : P.segments) shape.segment_sizes.push_back(s.size());
+  shape.num_sms = driver->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+  shape.grad_buffer_bytes = options.grad_buffer_bytes;
+  shape.filtering = st->threshold > 0;
+  shape.smoothing = P.label_smoothing > 0;
+  shape.analytic_smoothing = st->analytic_smoothing;
+  try {
+    st->ws = plan_linear_ce(shape);
+  } catch (const std::invalid_argument& e) {
+    user_error("program {}: {}", P.name, e.what());
+  }
+  const LinearCeWorkspace& ws = st->ws;
+
+  LinearCeForward out;
+  out.n_rows = n;
+  out.n_kept = st->n_kept;
+  out.filter_threshold = st->threshold;
+  out.loss = outputs.loss ? *outputs.loss : st->outputs.take(1, {1}, "loss");
+  out.row_loss = outputs.row_loss ? *outputs.row_loss : st->outputs.take(n, {n}, "row_loss");
+  out.lse = outputs.lse ? *outputs.lse : st->outputs.take(n, {n}, "lse");
+  float* loss = static_cast<float*>(out.loss.data);
+  float* row_loss = static_cast<float*>(out.row_loss.data);
+  float* lse = static_cast<float*>(out.lse.data);
+  CUfunction fill = K.function(LossModule::Rows, "linear_ce_fill");
+  if (st->n_kept == 0) {  // nothing to reduce: a zero loss, zero rows
+    run(fill, {1}, {32}, 0, stream, loss, 1LL, 1LL, 1LL, 0.f);
+    for (float* v : {row_loss, lse})
+      if (n > 0) run(fill, {blocks(n, 256)}, {256}, 0, stream, v, 1LL, (long long)n, (long long)n, 0.f);
+    out.state = std::move(st);
+    return out;
+  }
+  st->forward = DeviceBuffer(ws.row_grad.offset);
+  const int32_t n_kept = static_cast<int32_t>(st->n_kept);
+  void* hidden_kept = st->fwd<void>(ws.hidden_kept);
+  run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)},
+      {128}, 0, stream, static_cast<const void*>(hidden.data),
+      static_cast<long long>(hidden.strides[0]), static_cast<const int32_t*>(st->kept()), dim,
+      hidden_kept);
+
+  CeFwdParams p;
+  p.layout = st->layout;
+  p.rows = {hidden_kept, dim, st->kept(), st->targets32(), n_kept, dim};
+  p.part_max = st->fwd<float>(ws.part_max);
+  p.part_sum = st->fwd<float>(ws.part_sum);
+  p.part_zsum = st->fwd<float>(ws.part_zsum);
+  p.target_logit = st->fwd<float>(ws.target_logit);
+  p.target_raw = st->fwd<float>(ws.target_raw);
+  p.tile_max = st->fwd<float>(ws.tile_max);
+  p.tiles_per_split = ws.tiles_per_split;
+  void* fwd_params[] = {st->args.data(), &p};
+  launch(K.function(LossModule::Forward, "linear_ce_fwd", kCeFwdSmemBytes),
+         {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
+         {kCeFwdThreads}, kCeFwdSmemBytes, stream, fwd_params);
+
+  CeMergeParams q;
+  q.part_max = p.part_max;
+  q.part_sum = p.part_sum;
+  q.part_zsum = p.part_zsum;
+  q.target_logit = p.target_logit;
+  q.slot = st->slot();
+  q.lse = st->fwd<float>(ws.lse);
+  q.row_loss = st->fwd<float>(ws.row_loss);
+  q.loss_rows = row_loss;
+  q.n_rows = n;
+  q.n_kept = n_kept;
+  q.splits = ws.splits;
+  q.live_ids = st->layout.live_ids;
+  q.label_smoothing = static_cast<float>(P.label_smoothing);
+  q.z_loss = static_cast<float>(P.z_loss);
+  run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, 256)}, {256}, 0, stream, q);
+  run(K.function(LossModule::Rows, "linear_ce_scatter_rows"), {blocks(n, 256)}, {256}, 0, stream,
+      static_cast<const int32_t*>(st->slot()), static_cast<const float*>(q.lse), n, lse);
+  run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,
+      static_cast<const float*>(q.row_loss), n_kept, static_cast<int32_t>(P.reduction), loss);
+  out.state = std::move(st);
+  return out;
+}
+
+// ---- backward ------------------------------------------------------------------------------
+
+LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
+                                                const TensorView& grad_loss, CUstream stream,
+                                                const LinearCeGradOutputs& outputs) {
+  TILEJIT_USER_CHECK(forward.state, "linear_cross_entropy_backward: the forward result is empty");
+  const LinearCeState& st = *forward.state;
+  PreparedLoss& K = *st.kernels;
+  const LossProgram& P = K.lowered.program;
+  const size_t num_segments = st.segments.size();
+  const int32_t n = static_cast<int32_t>(st.n_rows), dim = static_cast<int32_t>(st.dim);
+  check_f32_vector(grad_loss, P.reduction == Reduction::None ? n : -1);
+  TILEJIT_USER_CHECK(outputs.d_weight.empty() || outputs.d_weight.size() == num_segments,
+                     "program {}: {} d_weight outputs for {} segments", P.name,
+                     outputs.d_weight.size(), num_segments);
+  TILEJIT_USER_CHECK(outputs.d_bias.empty() || outputs.d_bias.size() == num_segments,
+                     "program {}: {} d_bias outputs for {} segments", P.name,
+                     outputs.d_bias.size(), num_segments);
+  if (outputs.d_hidden) check_f32_matrix(*outputs.d_hidden, n, dim, "N");
+  for (size_t s = 0; s < num_segments; ++s) {
+    const Segment& seg = P.segments[s];
+    if (!outputs.d_weight.empty() && outputs.d_weight[s])
+      check_f32_matrix(*outputs.d_weight[s], seg.size(), dim, "V_" + seg.name);
+    if (outputs.d_bias.empty() || !outputs.d_bias[s]) continue;
+    TILEJIT_USER_CHECK(!seg.bias.empty(), "program {}: segment '{}' has no bias, but a d_bias "
+                       "output was given for it", P.name, seg.name);
+    check_f32_vector(*outputs.d_bias[s], seg.size());
+  }
+  Driver* driver = require_gpu();
+  check_resident(driver, grad_loss);
+
+  auto storage = std::make_shared<Storage>();
+  LinearCeGradients g;
+  g.d_hidden = outputs.d_hidden ? *outputs.d_hidden
+                                : storage->take(size_t(n) * dim, {n, dim}, "d_hidden");
+  CeLayout layout = st.layout;
+  for (size_t s = 0; s < num_segments; ++s) {
+    const Segment& seg = P.segments[s];
+    const bool given = !outputs.d_weight.empty() && outputs.d_weight[s];
+    g.d_weight.push_back(given ? *outputs.d_weight[s]
+                               : storage->take(size_t(seg.size()) * dim, {seg.size(), dim},
+                                               "d_" + seg.weight));
+    layout.seg[s].d_weight = static_cast<float*>(g.d_weight[s].data);
+    layout.seg[s].d_weight_stride = g.d_weight[s].strides[0];
+    g.d_bias.emplace_back();
+    if (seg.bias.empty()) continue;
+    const bool bias_given = !outputs.d_bias.empty() && outputs.d_bias[s];
+    g.d_bias[s] = bias_given ? *outputs.d_bias[s]
+                             : storage->take(size_t(seg.size()), {seg.size()}, "d_" + seg.bias);
+    layout.seg[s].d_bias = static_cast<float*>(g.d_bias[s]->data);
+  }
+  g.storage = storage;
+  if (n == 0) return g;
+
+  // The backward's scratch lives as long as the gradients, so nothing here waits for the GPU.
+  const LinearCeWorkspace& ws = st.ws;
+  storage->buffers.emplace_back(std::max<int64_t>(ws.total_bytes - ws.row_grad.offset, 1));
+  char* scratch = static_cast<char*>(storage->buffers.back().data());
+  auto bwd = [&](const WorkspaceSlice& s) -> void* {
+    return s.bytes ? scratch + (s.offset - ws.row_grad.offset) : nullptr;
+  };
+  float* row_grad = static_cast<float*>(bwd(ws.row_grad));
+  float* d_hidden = static_cast<float*>(g.d_hidden.data);
+  const long long dh_stride = g.d_hidden.strides[0];
+  const int32_t reduction = static_cast<int32_t>(P.reduction);
+  const int32_t n_kept = static_cast<int32_t>(st.n_kept);
+  run(K.function(LossModule::Rows, "linear_ce_row_grad"), {static_cast<unsigned>(n)}, {128}, 0,
+      stream, static_cast<const int32_t*>(st.slot()), static_cast<const float*>(grad_loss.data),
+      reduction, n_kept, row_grad, d_hidden, dh_stride, dim);
+  CUfunction fill = K.function(LossModule::Rows, "linear_ce_fill");
+  if (n_kept == 0) {  // no row has a gradient: the weights' gradients are zero
+    for (size_t s = 0; s < num_segments; ++s) {
+      const CeSegment& c = layout.seg[s];
+      long long rows = c.size, cols = dim;
+      run(fill, {blocks(rows * cols, 256 * 8)}, {256}, 0, stream, c.d_weight, rows, cols,
+          c.d_weight_stride, 0.f);
+      if (c.d_bias) run(fill, {blocks(rows, 256)}, {256}, 0, stream, c.d_bias, 1LL, rows, rows, 0.f);
+    }
+    return g;
+  }
+
+  CeBwdParams p;
+  p.layout = layout;
+  p.rows = {st.fwd<void>(ws.hidden_kept), dim, st.kept(), st.targets32(), n_kept, dim};
+  CeClassifyParams c;
+  c.layout = layout;
+  c.kept = st.kept();
+  c.targets = st.targets32();
+  c.lse = st.fwd<float>(ws.lse);
+  c.tile_max = st.threshold > 0 ? st.fwd<float>(ws.tile_max) : nullptr;
+  c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
+  c.n_kept = n_kept;
+  c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
+  const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
+  run(K.function(LossModule::Rows, "linear_ce_classify"),
+      {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
+  p.tile_class = c.tile_class;
+  p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
+  p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
+  p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
+  p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
+  const unsigned char* tile_class = c.tile_class;
+  run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
+      {256}, 0, stream, tile_class, num_tiles, const_cast<int32_t*>(p.row_list),
+      const_cast<int32_t*>(p.row_count));
+  run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
+      stream, tile_class, num_tiles, row_tiles, const_cast<int32_t*>(p.col_list),
+      const_cast<int32_t*>(p.col_count));
+  p.lse = c.lse;
+  p.target_logit = st.fwd<float>(ws.target_logit);
+  p.target_raw = st.fwd<float>(ws.target_raw);
+  p.row_grad = row_grad;
+  p.grad = bwd(ws.grad);
+  p.grad_stride = ws.grad_stride;
+  p.d_hidden = d_hidden;
+  p.d_hidden_stride = dh_stride;
+  p.num_row_tiles = row_tiles;
+  p.label_smoothing = static_cast<float>(P.label_smoothing);
+  p.z_loss = static_cast<float>(P.z_loss);
+
+  if (st.analytic_smoothing) {  // sum_v C_v, sum_r g_r E_r, sum_r g_r
+    CUfunction part = K.function(LossModule::Rows, "linear_ce_colsum_part");
+    CUfunction sum = K.function(LossModule::Rows, "linear_ce_sum_parts");
+    float* partial = static_cast<float*>(bwd(ws.colsum_partial));
+    const int32_t per = static_cast<int32_t>(ws.colsum_rows_per_part), dx = blocks(dim, 256);
+    const int32_t is_f16 = st.dtype == DType::F16;
+    int32_t parts = 0;
+    for (size_t s = 0; s < num_segments; ++s) {
+      const CeSegment& seg = layout.seg[s];
+      int32_t k = (seg.size + per - 1) / per;
+      run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream,
+          seg.weight, seg.weight_stride, seg.size, static_cast<const int32_t*>(nullptr),
+          static_cast<const float*>(nullptr), dim, per, is_f16, partial + int64_t(parts) * dim);
+      parts += k;
+    }
+    float* colsum = static_cast<float*>(bwd(ws.weight_colsum));
+    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(partial),
+        parts, dim, colsum);
+    int32_t k = (n_kept + per - 1) / per;
+    float* rows_part = partial + int64_t(parts) * dim;
+    run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream,
+        p.rows.hidden, static_cast<long long>(dim), n_kept, static_cast<const int32_t*>(nullptr),
+        static_cast<const float*>(row_grad), dim, per, is_f16, rows_part);
+    float* wsum = static_cast<float*>(bwd(ws.hidden_wsum));
+    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(rows_part),
+        k, dim, wsum);
+    float* gsum = static_cast<float*>(bwd(ws.grad_sum));
+    run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,
+        static_cast<const float*>(row_grad), n_kept, int32_t{1} /* sum */, gsum);
+    p.weight_colsum = colsum;
+    p.hidden_wsum = wsum;
+    p.grad_sum = gsum;
+  }
+
+  CUfunction grad = K.function(LossModule::Gradient, "linear_ce_grad", kCeGradSmemBytes);
+  CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", kCeProductSmemBytes);
+  CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", kCeProductSmemBytes);
+  CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
+  bool any_bias = false;
+  for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
+  const unsigned dtiles = blocks(dim, 256);
+  for (int32_t ch = 0; ch < ws.num_chunks; ++ch) {
+    p.chunk_first = ch * ws.chunk_tiles;
+    p.chunk_tiles = std::min(ws.chunk_tiles, num_tiles - p.chunk_first);
+    p.first_chunk = ch == 0;
+    const unsigned chunk = static_cast<unsigned>(p.chunk_tiles);
+    void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
+    launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
+           stream, grad_params);
+    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, {kCeProductThreads},
+        kCeProductSmemBytes, stream, p);
+    run(dweight, {chunk, dtiles}, {kCeProductThreads}, kCeProductSmemBytes, stream, p);
+    if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
+  }
+  return g;
+}
+
+}  // namespace tilejit

@@ -1,0 +1,82 @@
+// Host mirrors of the fused linear cross-entropy kernels' launch parameters
+// (kernels_templates/linear_ce_*.cuh), as runtime/LinearCe.cpp fills them. Their sizes are
+// asserted here and, on the device side, in every generated module (compiler/codegen/
+// LossKernels.h), so the two layouts cannot drift apart unnoticed. Private to LinearCe.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "compiler/codegen/LossKernels.h"
+#include "runtime/LinearCeWorkspace.h"
+
+namespace tilejit::linear_ce {
+
+constexpr int kMaxSegments = 4;
+constexpr int kTileIds = LinearCeWorkspace::kTileIds;
+constexpr int kIgnoredTarget = -1;  // linear_ce_rows.cuh
+
+struct CeSegment {
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  float* d_weight = nullptr;
+  float* d_bias = nullptr;
+  long long weight_stride = 0, d_weight_stride = 0;
+  int32_t begin = 0, size = 0, first_tile = 0;
+};
+struct CeLayout {
+  CeSegment seg[kMaxSegments];
+  int32_t num_segments = 0, num_tiles = 0, live_ids = 0;
+};
+struct CeRows {
+  const void* hidden = nullptr;
+  long long hidden_stride = 0;
+  const int32_t* kept = nullptr;
+  const int32_t* targets = nullptr;
+  int32_t n_kept = 0, dim = 0;
+};
+struct CeFwdParams {
+  CeLayout layout;
+  CeRows rows;
+  float *part_max = nullptr, *part_sum = nullptr, *part_zsum = nullptr;
+  float *target_logit = nullptr, *target_raw = nullptr, *tile_max = nullptr;
+  int32_t tiles_per_split = 1;
+};
+struct CeMergeParams {
+  const float *part_max = nullptr, *part_sum = nullptr, *part_zsum = nullptr;
+  const float* target_logit = nullptr;
+  const int32_t* slot = nullptr;
+  float *lse = nullptr, *row_loss = nullptr, *loss_rows = nullptr;
+  int32_t n_rows = 0, n_kept = 0, splits = 1, live_ids = 1;
+  float label_smoothing = 0, z_loss = 0;
+};
+struct CeClassifyParams {
+  CeLayout layout;
+  const int32_t *kept = nullptr, *targets = nullptr;
+  const float *lse = nullptr, *tile_max = nullptr;
+  unsigned char* tile_class = nullptr;
+  int32_t n_kept = 0;
+  float log_threshold = 0;
+};
+struct CeBwdParams {
+  CeLayout layout;
+  CeRows rows;
+  const float *lse = nullptr, *target_logit = nullptr, *target_raw = nullptr,
+              *row_grad = nullptr;
+  const unsigned char* tile_class = nullptr;
+  const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
+                *col_count = nullptr;
+  void* grad = nullptr;
+  long long grad_stride = 0;
+  float* d_hidden = nullptr;
+  long long d_hidden_stride = 0;
+  const float *weight_colsum = nullptr, *hidden_wsum = nullptr, *grad_sum = nullptr;
+  int32_t num_row_tiles = 0, chunk_first = 0, chunk_tiles = 0, first_chunk = 1;
+  float label_smoothing = 0, z_loss = 0;
+};
+static_assert(sizeof(CeLayout) == kCeLayoutBytes);
+static_assert(sizeof(CeFwdParams) == kCeFwdParamsBytes);
+static_assert(sizeof(CeMergeParams) == kCeMergeParamsBytes);
+static_assert(sizeof(CeClassifyParams) == kCeClassifyParamsBytes);
+static_assert(sizeof(CeBwdParams) == kCeBwdParamsBytes);
+
+}  // namespace tilejit::linear_ce

@@ -1,0 +1,106 @@
+#include "runtime/LinearCeWorkspace.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+namespace tilejit {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Forward split count: the grid fwd_row_tiles x splits should fill whole waves of resident CTAs,
+// each CTA long enough (several vocabulary tiles) to hide its pipeline start.
+void choose_splits(LinearCeWorkspace& ws, const LinearCeShape& s) {
+  const int64_t slots = int64_t(s.num_sms) * s.ctas_per_sm;
+  const int64_t work = int64_t(ws.fwd_row_tiles) * ws.num_tiles;
+  double best = -1;
+  for (int64_t per = 1; per <= ws.num_tiles; ++per) {
+    int64_t splits = ceil_div(ws.num_tiles, per);
+    int64_t ctas = splits * ws.fwd_row_tiles;
+    double efficiency = double(work) / double(ceil_div(ctas, slots) * slots * per);
+    if (per < 4 && ws.num_tiles >= 4) efficiency *= 0.9;  // short CTAs: pipeline fill dominates
+    if (efficiency > best + 1e-9) {
+      best = efficiency;
+      ws.tiles_per_split = int(per);
+      ws.splits = int(splits);
+    }
+    if (splits == 1) break;
+  }
+}
+
+}  // namespace
+
+LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
+  if (s.segment_sizes.empty() || s.segment_sizes.size() > 4)
+    throw std::invalid_argument("linear CE: 1 to 4 vocabulary segments");
+  if (s.dim <= 0 || s.dim % 8 != 0)
+    throw std::invalid_argument("linear CE: dim must be a positive multiple of 8");
+  LinearCeWorkspace ws;
+  int64_t live = 0;
+  for (int64_t v : s.segment_sizes) {
+    if (v <= 0) throw std::invalid_argument("linear CE: empty vocabulary segment");
+    ws.num_tiles += int(ceil_div(v, LinearCeWorkspace::kTileIds));
+    live += v;
+  }
+  const int64_t nk = std::max<int64_t>(s.n_kept, 1);
+  ws.row_tiles = int(ceil_div(nk, LinearCeWorkspace::kTileRows));
+  ws.fwd_row_tiles = int(ceil_div(nk, LinearCeWorkspace::kFwdRows));
+  choose_splits(ws, s);
+
+  int64_t tile_col_bytes = int64_t(ws.row_tiles) * 128 * 128 * 2;
+  ws.chunk_tiles =
+      int(std::clamp<int64_t>(s.grad_buffer_bytes / tile_col_bytes, 1,
+                              std::min<int64_t>(ws.num_tiles, LinearCeWorkspace::kMaxChunkTiles)));
+  ws.num_chunks = int(ceil_div(ws.num_tiles, ws.chunk_tiles));
+  ws.grad_stride = int64_t(ws.chunk_tiles) * LinearCeWorkspace::kTileIds;
+  for (int64_t v : s.segment_sizes) ws.colsum_parts += int(ceil_div(v, ws.colsum_rows_per_part));
+  ws.colsum_parts += int(ceil_div(nk, ws.colsum_rows_per_part));
+
+  int64_t off = 0;
+  auto take = [&](WorkspaceSlice& slice, int64_t bytes) {
+    slice.offset = off;
+    slice.bytes = bytes;
+    off += (bytes + 255) / 256 * 256;
+  };
+  take(ws.kept, 4 * std::max<int64_t>(s.n_rows, 1));
+  take(ws.slot, 4 * std::max<int64_t>(s.n_rows, 1));
+  take(ws.count, 4);
+  take(ws.hidden_kept, 2 * nk * s.dim);  // E compacted to the kept rows
+  take(ws.part_max, 4 * ws.splits * nk);
+  take(ws.part_sum, 4 * ws.splits * nk);
+  take(ws.part_zsum, s.smoothing ? 4 * ws.splits * nk : 0);
+  take(ws.target_logit, 4 * nk);
+  take(ws.target_raw, 4 * nk);
+  take(ws.lse, 4 * nk);
+  take(ws.row_loss, 4 * nk);
+  take(ws.tile_max, s.filtering ? 4 * int64_t(ws.num_tiles) * nk : 0);
+  take(ws.loss, 4);
+  if (s.backward) {
+    take(ws.row_grad, 4 * nk);
+    take(ws.tile_class, int64_t(ws.row_tiles) * ws.num_tiles);
+    take(ws.row_list, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
+    take(ws.row_count, 4 * int64_t(ws.row_tiles));
+    take(ws.col_list, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
+    take(ws.col_count, 4 * int64_t(ws.num_tiles));
+    take(ws.grad, int64_t(ws.row_tiles) * 128 * ws.grad_stride * 2);
+    bool a = s.analytic_smoothing;
+    take(ws.colsum_partial, a ? 4 * int64_t(ws.colsum_parts) * s.dim : 0);
+    take(ws.weight_colsum, a ? 4 * s.dim : 0);
+    take(ws.hidden_wsum, a ? 4 * s.dim : 0);
+    take(ws.grad_sum, 4);
+  }
+  ws.total_bytes = off;
+  return ws;
+}
+
+std::string describe(const LinearCeWorkspace& ws) {
+  std::ostringstream o;
+  o << "row_tiles " << ws.row_tiles << ", tiles " << ws.num_tiles << ", splits " << ws.splits
+    << " x " << ws.tiles_per_split << " tiles, chunks " << ws.num_chunks << " x " << ws.chunk_tiles
+    << " tiles, workspace " << ws.total_bytes / (1 << 20) << " MiB (G " << ws.grad.bytes / (1 << 20)
+    << ", tile max " << ws.tile_max.bytes / (1 << 20) << ")";
+  return o.str();
+}
+
+}  // namespace tilejit

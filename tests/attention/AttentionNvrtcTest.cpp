@@ -1,0 +1,210 @@
+// The CI guard for the attention kernels: every module an attention program needs (forward,
+// backward with atomic dQ, deterministic backward, the shared row kernels) is generated and
+// compiled with NVRTC, no GPU needed. Each module is several seconds of NVRTC, so the matrix is
+// split: every example program for bf16 / d128 on sm_80 and sm_90a; the other variants and the
+// random programs rotate through architectures and variants. TILEJIT_ATTENTION_NVRTC_FULL=1
+// compiles every example for every variant and arch. Each compile's time is printed.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "compiler/Error.h"
+#include "dsl/TextForm.h"
+#include "runtime/Attention.h"
+#include "runtime/Nvrtc.h"
+#include "runtime/ProgramKernels.h"
+#include "tests/support/RandomProgram.h"
+
+namespace tilejit::testing {
+namespace {
+
+struct Job {
+  std::string what;
+  AttentionKernelSource source;
+  std::string arch;
+};
+
+const AttentionVariant kVariants[] = {{ElemType::BF16, 128},
+                                      {ElemType::BF16, 64},
+                                      {ElemType::F16, 128},
+                                      {ElemType::F16, 64}};
+const char* const kArchs[] = {"sm_80", "sm_90a"};
+
+std::vector<AttentionProgram> example_programs() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(TILEJIT_SOURCE_DIR) + "/examples/programs"))
+    if (e.path().extension() == ".tj") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<AttentionProgram> out;
+  for (const auto& f : files) {
+    ParsedProgram p = load_program(f.string());
+    if (auto* a = std::get_if<AttentionProgram>(&p)) out.push_back(*a);
+  }
+  return out;
+}
+
+// The modules of `program` for `variant`, program-specific ones only unless `with_rows`.
+void add_jobs(std::vector<Job>& jobs, const AttentionProgram& program,
+              const AttentionVariant& variant, const std::string& arch, bool with_rows) {
+  for (AttentionKernelSource& s : attention_kernel_sources(program, variant))
+    if (with_rows || attention_module_uses_program(s.module))
+      jobs.push_back({fmt::format("{} [{}] {}", program.name, s.variant, arch), std::move(s), arch});
+}
+
+// Compiles every job on all cores; reports each failure, warning or missing entry point.
+void compile_all(const std::vector<Job>& jobs) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  double total = 0;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < jobs.size();) {
+      const Job& job = jobs[i];
+      KernelSpec spec = attention_kernel_spec(job.source, job.source.cuda.file_name);
+      try {
+        CompileResult r = nvrtc_compile({.program_name = job.source.cuda.file_name,
+                                         .source = spec.source,
+                                         .headers = spec.headers,
+                                         .options = spec.options,
+                                         .arch = job.arch});
+        std::lock_guard lock(mu);
+        total += r.seconds;
+        std::printf("  %6.2f s  %s\n", r.seconds, job.what.c_str());
+        if (r.cubin.empty()) failures.push_back(job.what + ": empty cubin");
+        if (r.log.find("warning") != std::string::npos)
+          failures.push_back(job.what + ": warnings:\n" + r.log);
+        std::string_view cubin(r.cubin.data(), r.cubin.size());
+        for (const std::string& entry : spec.entry_points)
+          if (cubin.find(entry) == std::string_view::npos)
+            failures.push_back(job.what + ": no entry point " + entry);
+      } catch (const Error& e) {
+        std::lock_guard lock(mu);
+        failures.push_back(job.what + ":\n" + e.what());
+      }
+    }
+  };
+  unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 8));
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  std::printf("%zu modules, %.1f s of NVRTC on %u threads\n", jobs.size(), total, n);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+bool full_matrix() {
+  const char* v = std::getenv("TILEJIT_ATTENTION_NVRTC_FULL");
+  return v && std::string_view(v) == "1";
+}
+
+// The shared module of `variant` (it does not depend on the program).
+void add_rows_job(std::vector<Job>& jobs, const AttentionVariant& variant, const std::string& arch) {
+  AttentionKernelSource s = generate_attention_module(AttentionProgram(), Expr(),
+                                                      AttentionModule::BackwardRows, variant);
+  jobs.push_back({fmt::format("[{}] {}", s.variant, arch), std::move(s), arch});
+}
+
+TEST(AttentionNvrtc, EveryExampleBf16D128BothArchs) {
+  std::vector<AttentionProgram> examples = example_programs();
+  ASSERT_GE(examples.size(), 8u);
+  std::vector<Job> jobs;
+  for (const char* arch : kArchs) {
+    add_rows_job(jobs, kVariants[0], arch);
+    for (const AttentionProgram& p : examples) add_jobs(jobs, p, kVariants[0], arch, false);
+  }
+  compile_all(jobs);
+}
+
+// bf16 / d64, f16 / d128, f16 / d64: the shared module on both archs, and one example per
+// (variant, arch), rotating (all of them with TILEJIT_ATTENTION_NVRTC_FULL=1).
+TEST(AttentionNvrtc, OtherVariantsRotateThroughExamples) {
+  std::vector<AttentionProgram> examples = example_programs();
+  ASSERT_FALSE(examples.empty());
+  std::vector<Job> jobs;
+  size_t turn = 0;
+  for (size_t v = 1; v < std::size(kVariants); ++v)
+    for (const char* arch : kArchs) {
+      add_rows_job(jobs, kVariants[v], arch);
+      if (full_matrix()) {
+        for (const AttentionProgram& p : examples) add_jobs(jobs, p, kVariants[v], arch, false);
+      } else {
+        add_jobs(jobs, examples[(3 * turn++ + 1) % examples.size()], kVariants[v], arch, false);
+      }
+    }
+  compile_all(jobs);
+}
+
+// Random programs (buffers of every element type, params, transcendentals, special floats):
+// each compiles one program module, rotating through modules, variants and archs, so that over
+// the set every (module, variant, arch) is covered.
+TEST(AttentionNvrtc, RandomPrograms) {
+  std::mt19937_64 rng(0xa77e);
+  constexpr int kPrograms = 24;
+  const AttentionModule modules[] = {AttentionModule::Forward, AttentionModule::Backward,
+                                     AttentionModule::BackwardDeterministic};
+  std::vector<Job> jobs;
+  for (int i = 0; i < kPrograms; ++i) {
+    AttentionProgram p = random_attention_program(rng);
+    p.name = fmt::format("random_{}", i);
+    AttentionModule m = modules[i % 3];
+    const AttentionVariant& v = kVariants[(i / 3) % 4];
+    const char* arch = kArchs[(i / 12 + i) % 2];
+    for (AttentionKernelSource& s : attention_kernel_sources(p, v))
+      if (s.module == m)
+        jobs.push_back({fmt::format("{} [{}] {}", p.name, s.variant, arch), std::move(s), arch});
+  }
+  compile_all(jobs);
+}
+
+// The list `tilejit compile` and the AOT bundler use: dense_mask plus the four attention
+// modules for the requested variant, each entry point named; unsupported variants are
+// UserErrors that say what is supported.
+TEST(AttentionNvrtc, ProgramKernelsListTheAttentionModules) {
+  AttentionProgram p = example_programs().at(0);
+  std::vector<ProgramKernel> ks = program_kernels(ParsedProgram(p), {DType::F16, 64});
+  ASSERT_EQ(ks.size(), 5u);
+  EXPECT_EQ(ks[0].variant, "dense_mask");
+  std::vector<std::string> variants;
+  for (size_t i = 1; i < ks.size(); ++i) variants.push_back(ks[i].variant);
+  EXPECT_EQ(variants, (std::vector<std::string>{"attention_fwd f16 d64", "attention_bwd_rows f16 d64",
+                                                "attention_bwd f16 d64",
+                                                "attention_bwd_det f16 d64"}));
+  EXPECT_EQ(ks[3].spec.entry_points.size(), 1u);
+  EXPECT_EQ(ks[4].spec.entry_points.size(), 2u);
+  EXPECT_EQ(ks[2].spec.entry_points.size(), 2u);
+  for (auto [dtype, dim] : {std::pair{DType::F32, 128}, {DType::BF16, 96}, {DType::F16, 256}}) {
+    try {
+      program_kernels(ParsedProgram(p), {dtype, dim});
+      ADD_FAILURE() << "no error for " << dtype_name(dtype) << " d" << dim;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("bf16 and f16 with head dims 64 and 128"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Bound values and shapes never change the generated source: only structure, dtype and head
+// dim select a kernel.
+TEST(AttentionNvrtc, SourceDependsOnlyOnStructureAndVariant) {
+  AttentionProgram p = example_programs().at(0);
+  auto a = attention_kernel_sources(p, kVariants[0]);
+  auto b = attention_kernel_sources(p, kVariants[0]);
+  auto c = attention_kernel_sources(p, kVariants[3]);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].cuda.source, b[i].cuda.source);
+    EXPECT_NE(a[i].cuda.source, c[i].cuda.source);
+    EXPECT_NE(a[i].cuda.entry.find("bf16_d128"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tilejit::testing

@@ -1,0 +1,110 @@
+// Generated CUDA compared, text for text, with the checked-in goldens. Run with
+// TILEJIT_UPDATE_GOLDENS=1 to rewrite them after an intended change (and review the diff).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "compiler/codegen/CudaCodegen.h"
+#include "tests/codegen/CodegenTestPrograms.h"
+
+namespace tilejit::testing {
+namespace {
+
+std::string golden_path(const std::string& name) {
+  return std::string(TILEJIT_SOURCE_DIR) + "/tests/codegen/golden/" + name;
+}
+
+void check_golden(const std::string& name, const std::string& actual) {
+  const std::string path = golden_path(name);
+  const char* update = std::getenv("TILEJIT_UPDATE_GOLDENS");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; run with TILEJIT_UPDATE_GOLDENS=1 to create it";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(expected.str(), actual)
+      << "generated code differs from " << path << " (TILEJIT_UPDATE_GOLDENS=1 rewrites it)";
+}
+
+TEST(CodegenGolden, DocSoftcap) {
+  Expr grad;
+  AttentionProgram p = golden_doc_softcap(&grad);
+  check_golden("doc_softcap.cu", generate_kernel(p, grad, dense_mask_template()).source);
+}
+
+TEST(CodegenGolden, SelectBranches) {
+  Expr grad;
+  AttentionProgram p = golden_select_branches(&grad);
+  check_golden("select_branches.cu", generate_kernel(p, grad, dense_mask_template()).source);
+}
+
+TEST(CodegenGolden, Plain) {
+  Expr grad;
+  AttentionProgram p = golden_plain(&grad);
+  check_golden("plain.cu", generate_dense_mask(p, grad).source);
+}
+
+TEST(CodegenGolden, LossHooks) {
+  Expr grad;
+  LossProgram p = golden_loss_softcap(&grad);
+  check_golden("loss_softcap_hooks.cu", generate_hooks(p, grad));
+}
+
+TEST(Codegen, EntryPointNamedByVariantAndHash) {
+  Expr grad;
+  AttentionProgram p = golden_doc_softcap(&grad);
+  CudaSource s = generate_dense_mask(p, grad);
+  EXPECT_EQ(s.entry.substr(0, 14), "tj_dense_mask_");
+  EXPECT_EQ(s.entry.size(), 14u + 16u);
+  EXPECT_EQ(s.file_name, s.entry + ".cu");
+  EXPECT_EQ(s.headers, (std::vector<std::string>{"common.cuh", "dense_mask.cuh"}));
+  EXPECT_NE(s.source.find("extern \"C\" __global__ void " + s.entry + "("), std::string::npos);
+  // A different program, a different entry point.
+  p.mask = dsl::q >= dsl::kv;
+  EXPECT_NE(generate_dense_mask(p, grad).entry, s.entry);
+}
+
+TEST(Codegen, SharedNodesComputedOnce) {
+  using namespace dsl;
+  AttentionProgram p;
+  p.name = "shared";
+  Expr d = q - kv;
+  p.mask = (d * d > 4) || (d * d < -4);
+  std::string src = generate_dense_mask(p, Expr()).source;
+  size_t first = src.find("tj_mul(");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(src.find("tj_mul(", first + 1), std::string::npos) << src;
+}
+
+TEST(Codegen, SelectArmsReadOnlyInsideTheirBranch) {
+  Expr grad;
+  AttentionProgram p = golden_select_branches(&grad);
+  std::string src = generate_dense_mask(p, grad).source;
+  // The mask's doc reads happen inside the if: no load precedes the branch on q < n.
+  size_t mask = src.find("mask_mod(");
+  size_t branch = src.find("if (", mask);
+  size_t load = src.find("tj_load(a.doc", mask);
+  ASSERT_NE(branch, std::string::npos);
+  EXPECT_LT(branch, load) << src;
+}
+
+TEST(Codegen, UnusableNamesAreRenamed) {
+  using namespace dsl;
+  Buffer buf("int", ElemType::F32, {"S"});
+  AttentionProgram p;
+  p.name = "odd \"name\"";
+  p.buffers = {{"int", ElemType::F32, {"S"}}};
+  p.mask = buf(kv) > 0.0;
+  std::string src = generate_dense_mask(p, Expr()).source;
+  EXPECT_NE(src.find("TjBuffer<float, 1> field0_;"), std::string::npos) << src;
+  EXPECT_NE(src.find("tj_load(a.field0_, kv)"), std::string::npos) << src;
+  EXPECT_NE(src.find("#line 1 \"odd__name_.tj\""), std::string::npos) << src;
+}
+
+}  // namespace
+}  // namespace tilejit::testing

@@ -1,0 +1,394 @@
+// Standalone GPU harness for the portable block-sparse attention kernels
+// (kernels_templates/attention_fwd.cuh, attention_bwd.cuh), outside the CMake build:
+//   tests/gpu/build_attention_harness.sh OUTDIR && OUTDIR/attention_harness [OUTDIR] [--no-perf]
+// 1. Correctness: random bf16/fp16 inputs, odd lengths, GQA, both layouts, outputs poisoned
+//    with NaN bits; forward and backward (atomic and deterministic dQ) against the fp64
+//    reference; all-masked rows must give O = 0, lse = -inf; deterministic runs bit-identical.
+// 2. Speed: the PERF.md shapes, CUDA-event medians, TFLOP/s over unmasked pairs (table + one
+//    JSON line per case, also written to OUTDIR/attention_perf.jsonl).
+#include <chrono>
+#include <random>
+#include <string>
+
+#include "tests/gpu/attention_harness_util.h"
+#include "tests/gpu/attention_programs.cuh"
+#include "tests/support/AttentionReference.h"
+
+namespace attn_test {
+namespace {
+
+// Captured values of the stand-in programs, host and device copies.
+struct ProgramEnv {
+  int window = 1024;
+  int heads_q = 1;
+  std::vector<int> doc_q, doc_kv;  // [B, S]
+  DevBuf<int> d_doc_q, d_doc_kv;
+  int seq_q = 0, seq_kv = 0;
+
+  // Documents of random lengths in [min_len, max_len], the same boundaries for q and kv.
+  void make_docs(int batch, int sq, int skv, int min_len, int max_len, std::mt19937& rng) {
+    seq_q = sq, seq_kv = skv;
+    int n = std::max(sq, skv);
+    std::vector<int> ids(static_cast<size_t>(batch) * n);
+    std::uniform_int_distribution<int> len(min_len, max_len);
+    for (int b = 0; b < batch; ++b)
+      for (int pos = 0, doc = 0; pos < n; ++doc)
+        for (int l = len(rng); l > 0 && pos < n; --l) ids[static_cast<size_t>(b) * n + pos++] = doc;
+    doc_q.resize(static_cast<size_t>(batch) * sq);
+    doc_kv.resize(static_cast<size_t>(batch) * skv);
+    for (int b = 0; b < batch; ++b) {
+      std::copy_n(ids.begin() + static_cast<size_t>(b) * n, sq,
+                  doc_q.begin() + static_cast<size_t>(b) * sq);
+      std::copy_n(ids.begin() + static_cast<size_t>(b) * n, skv,
+                  doc_kv.begin() + static_cast<size_t>(b) * skv);
+    }
+    d_doc_q = DevBuf<int>(doc_q.size());
+    d_doc_kv = DevBuf<int>(doc_kv.size());
+    d_doc_q.upload(doc_q);
+    d_doc_kv.upload(doc_kv);
+  }
+
+  NoArgs args(NoArgs*, bool) const { return {0}; }
+  WindowArgs args(WindowArgs*, bool) const { return {window}; }
+  AlibiArgs args(AlibiArgs*, bool) const { return {heads_q}; }
+  SoftcapArgs args(SoftcapArgs*, bool) const { return {30.f}; }
+  DocArgs args(DocArgs*, bool device) const {
+    return {device ? d_doc_q.p : doc_q.data(), device ? d_doc_kv.p : doc_kv.data(), seq_q, seq_kv};
+  }
+  template <class Prog>
+  typename Prog::Args args_for(bool device) const {
+    return args(static_cast<typename Prog::Args*>(nullptr), device);
+  }
+};
+
+template <class Prog>
+constexpr bool kPerBatchMask = std::is_same<typename Prog::Args, DocArgs>::value;
+
+struct Shape {
+  int batch, heads_q, heads_kv, seq_q, seq_kv;
+  bool bshd;
+};
+
+// Random values rounded to T: the device bits and the exact doubles the reference sees.
+template <class T>
+struct Tensor16 {
+  std::vector<uint16_t> bits;  // in the tested layout
+  std::vector<double> ref;     // [B, H, S, D] contiguous
+  DevBuf<uint16_t> dev;
+
+  Tensor16(int B, int H, int S, int D, bool bshd, std::mt19937& rng, float sd)
+      : bits(static_cast<size_t>(B) * H * S * D), ref(bits.size()), dev(bits.size()) {
+    std::normal_distribution<float> dist(0.f, sd);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int s = 0; s < S; ++s)
+          for (int d = 0; d < D; ++d) {
+            uint16_t v = HostElem<T>::from_float(dist(rng));
+            bits[layout_index(b, h, s, d, H, S, D, bshd)] = v;
+            ref[((static_cast<size_t>(b) * H + h) * S + s) * D + d] = HostElem<T>::to_float(v);
+          }
+    dev.upload(bits);
+  }
+};
+
+// Device output in the tested layout, back as [B, H, S, D] doubles.
+template <class T>
+std::vector<double> read_back(const DevBuf<uint16_t>& buf, int B, int H, int S, int D, bool bshd) {
+  std::vector<uint16_t> bits = buf.download();
+  std::vector<double> out(bits.size());
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int s = 0; s < S; ++s)
+        for (int d = 0; d < D; ++d)
+          out[((static_cast<size_t>(b) * H + h) * S + s) * D + d] =
+              HostElem<T>::to_float(bits[layout_index(b, h, s, d, H, S, D, bshd)]);
+  return out;
+}
+
+int g_failures = 0;
+
+bool report(const char* what, double err, double tol) {
+  bool ok = err <= tol;  // false for NaN
+  std::printf("  %-22s %.3e %s\n", what, err, ok ? "ok" : "FAIL");
+  if (!ok) ++g_failures;
+  return ok;
+}
+
+template <class Prog, class T, int D>
+void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
+  using Args = typename Prog::Args;
+  std::printf("%s %s D=%d B=%d Hq=%d Hkv=%d Sq=%d Skv=%d %s\n", Prog::kName, HostElem<T>::kName, D,
+              s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, s.bshd ? "BSHD" : "BHSD");
+  env.heads_q = s.heads_q;
+  if (kPerBatchMask<Prog>) env.make_docs(s.batch, s.seq_q, s.seq_kv, 48, 400, rng);
+  const Args host_args = env.args_for<Prog>(false), dev_args = env.args_for<Prog>(true);
+  ClassifiedMask cm =
+      classify_mask<Prog>(host_args, kPerBatchMask<Prog> ? s.batch : 1, 1, s.seq_q, s.seq_kv);
+  DevMask mask(cm.mask);
+
+  Tensor16<T> q(s.batch, s.heads_q, s.seq_q, D, s.bshd, rng, 1.f);
+  Tensor16<T> k(s.batch, s.heads_kv, s.seq_kv, D, s.bshd, rng, 1.f);
+  Tensor16<T> v(s.batch, s.heads_kv, s.seq_kv, D, s.bshd, rng, 1.f);
+  Tensor16<T> d_o(s.batch, s.heads_q, s.seq_q, D, s.bshd, rng, 1.f);
+  const size_t q_elems = q.bits.size(), kv_elems = k.bits.size();
+  const size_t rows = static_cast<size_t>(s.batch) * s.heads_q * s.seq_q;
+  DevBuf<uint16_t> o(q_elems), dq(q_elems), dk(kv_elems), dv(kv_elems);
+  DevBuf<float> lse(rows), delta(rows), dq_accum(q_elems);
+
+  tjk::AttnShape shape{s.batch, s.heads_q, s.heads_kv,
+                       s.seq_q, s.seq_kv,  1.f / std::sqrt(float(D))};
+  tjk::AttentionFwdParams fp{make_tensor(q.dev.p, s.heads_q, s.seq_q, D, s.bshd),
+                             make_tensor(k.dev.p, s.heads_kv, s.seq_kv, D, s.bshd),
+                             make_tensor(v.dev.p, s.heads_kv, s.seq_kv, D, s.bshd),
+                             make_tensor(o.p, s.heads_q, s.seq_q, D, s.bshd),
+                             lse.p,
+                             shape,
+                             mask.view};
+  o.poison();
+  lse.poison();
+  Launch<Prog, T, D>::fwd(fp, dev_args);
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  tilejit::testing::AttentionRefShape rs{
+      s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, D, 1.0 / std::sqrt(double(D))};
+  tilejit::testing::AttentionRefHooks hooks;
+  if (!Prog::kMaskIsTrue)
+    hooks.mask = [&](int b, int h, int qi, int kv) {
+      return Prog::mask_mod(host_args, b, h, qi, kv);
+    };
+  if (!Prog::kScoreIsIdentity) {
+    hooks.score = [&](double x, int b, int h, int qi, int kv) {
+      return Prog::ref_score(host_args, x, b, h, qi, kv);
+    };
+    hooks.score_grad = [&](double x, int b, int h, int qi, int kv) {
+      return Prog::ref_grad(host_args, x, b, h, qi, kv);
+    };
+  }
+  auto ref = tilejit::testing::attention_forward_reference(rs, hooks, q.ref, k.ref, v.ref);
+  report("O rel l2", rel_l2(read_back<T>(o, s.batch, s.heads_q, s.seq_q, D, s.bshd), ref.out),
+         1e-2);
+  std::vector<float> lse_h = lse.download();
+  std::vector<double> lse_got, lse_ref;
+  long inf_rows = 0, inf_mismatch = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    bool ref_inf = std::isinf(ref.lse[i]), got_inf = std::isinf(lse_h[i]) && lse_h[i] < 0;
+    inf_rows += ref_inf;
+    if (ref_inf != got_inf) ++inf_mismatch;
+    if (!ref_inf) lse_got.push_back(lse_h[i]), lse_ref.push_back(ref.lse[i]);
+  }
+  report("lse rel l2", rel_l2(lse_got, lse_ref), 1e-3);
+  std::printf("  %-22s %ld rows, %ld mismatches\n", "lse = -inf rows", inf_rows, inf_mismatch);
+  if (inf_mismatch) ++g_failures;
+
+  auto bref =
+      tilejit::testing::attention_backward_reference(rs, hooks, q.ref, k.ref, v.ref, d_o.ref);
+  tjk::AttentionBwdParams bp{fp.q,
+                             fp.k,
+                             fp.v,
+                             fp.out,
+                             make_tensor(d_o.dev.p, s.heads_q, s.seq_q, D, s.bshd),
+                             make_tensor(dq.p, s.heads_q, s.seq_q, D, s.bshd),
+                             make_tensor(dk.p, s.heads_kv, s.seq_kv, D, s.bshd),
+                             make_tensor(dv.p, s.heads_kv, s.seq_kv, D, s.bshd),
+                             lse.p,
+                             delta.p,
+                             dq_accum.p,
+                             shape,
+                             mask.view};
+  std::vector<uint16_t> first[3];
+  for (int mode = 0; mode < 3; ++mode) {  // atomic, deterministic, deterministic again
+    bool det = mode > 0;
+    dq.poison(), dk.poison(), dv.poison(), delta.poison(), dq_accum.poison();
+    Launch<Prog, T, D>::bwd(bp, dev_args, det);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (mode == 2) {
+      bool same =
+          dq.download() == first[0] && dk.download() == first[1] && dv.download() == first[2];
+      std::printf("  %-22s %s\n", "deterministic bits", same ? "identical ok" : "DIFFER FAIL");
+      if (!same) ++g_failures;
+      continue;
+    }
+    if (mode == 1) first[0] = dq.download(), first[1] = dk.download(), first[2] = dv.download();
+    std::string tag = det ? " (det)" : " (atomic)";
+    report(("dQ" + tag).c_str(),
+           rel_l2(read_back<T>(dq, s.batch, s.heads_q, s.seq_q, D, s.bshd), bref.dq), 1e-2);
+    report(("dK" + tag).c_str(),
+           rel_l2(read_back<T>(dk, s.batch, s.heads_kv, s.seq_kv, D, s.bshd), bref.dk), 1e-2);
+    report(("dV" + tag).c_str(),
+           rel_l2(read_back<T>(dv, s.batch, s.heads_kv, s.seq_kv, D, s.bshd), bref.dv), 1e-2);
+  }
+}
+
+__global__ void fill_random(unsigned short* p, size_t n, unsigned seed, bool is_bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    unsigned x = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
+    float f = (x & 0xffffff) * (2.f / 16777216.f) - 1.f;  // uniform(-1, 1)
+    p[i] = is_bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(f))
+                   : __half_as_ushort(__float2half_rn(f));
+  }
+}
+
+// Median time in ms of `fn` (already warmed up) over `reps` runs.
+template <class F>
+float median_ms(const F& fn, int reps) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    CUDA_CHECK(cudaEventRecord(a));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct PerfRow {
+  std::string name;
+  double fwd_ms, fwd_tf, bwd_ms, bwd_tf, bwd_det_ms, bwd_det_tf;
+};
+std::vector<PerfRow> g_perf;
+
+template <class Prog, class T, int D>
+void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
+               std::mt19937& rng) {
+  using Args = typename Prog::Args;
+  env.heads_q = Hq;
+  if (kPerBatchMask<Prog>) env.make_docs(B, S, S, 512, 3072, rng);
+  const Args host_args = env.args_for<Prog>(false), dev_args = env.args_for<Prog>(true);
+  ClassifiedMask cm = classify_mask<Prog>(host_args, kPerBatchMask<Prog> ? B : 1, 1, S, S);
+  double pairs = cm.pairs * (kPerBatchMask<Prog> ? 1 : B) * Hq;
+  DevMask mask(cm.mask);
+  size_t qn = size_t(B) * Hq * S * D, kn = size_t(B) * Hkv * S * D, rows = size_t(B) * Hq * S;
+  DevBuf<uint16_t> q(qn), k(kn), v(kn), o(qn), d_o(qn), dq(qn), dk(kn), dv(kn);
+  DevBuf<float> lse(rows), delta(rows), dq_accum(qn);
+  bool is_bf16 = std::is_same<T, tjk::bf16>::value;
+  unsigned seed = 1;
+  for (auto* buf : {&q, &k, &v, &d_o})
+    fill_random<<<1024, 256>>>(buf->p, buf->n, seed++ * 7919u, is_bf16);
+  tjk::AttnShape shape{B, Hq, Hkv, S, S, 1.f / std::sqrt(float(D))};
+  tjk::AttentionFwdParams fp{make_tensor(q.p, Hq, S, D, false),
+                             make_tensor(k.p, Hkv, S, D, false),
+                             make_tensor(v.p, Hkv, S, D, false),
+                             make_tensor(o.p, Hq, S, D, false),
+                             lse.p,
+                             shape,
+                             mask.view};
+  tjk::AttentionBwdParams bp{fp.q,
+                             fp.k,
+                             fp.v,
+                             fp.out,
+                             make_tensor(d_o.p, Hq, S, D, false),
+                             make_tensor(dq.p, Hq, S, D, false),
+                             make_tensor(dk.p, Hkv, S, D, false),
+                             make_tensor(dv.p, Hkv, S, D, false),
+                             lse.p,
+                             delta.p,
+                             dq_accum.p,
+                             shape,
+                             mask.view};
+  auto fwd = [&] { Launch<Prog, T, D>::fwd(fp, dev_args); };
+  auto bwd = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, false); };
+  auto bwd_det = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, true); };
+  for (int i = 0; i < 3; ++i) fwd(), bwd(), bwd_det();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  PerfRow r;
+  r.name = name;
+  r.fwd_ms = median_ms(fwd, 25);
+  r.bwd_ms = median_ms(bwd, 21);
+  r.bwd_det_ms = median_ms(bwd_det, 21);
+  double flops = 4.0 * D * pairs;
+  r.fwd_tf = flops / (r.fwd_ms * 1e9);
+  r.bwd_tf = 2.5 * flops / (r.bwd_ms * 1e9);
+  r.bwd_det_tf = 2.5 * flops / (r.bwd_det_ms * 1e9);
+  auto c = cm.mask.counts();
+  std::printf(
+      "perf %-28s fwd %7.3f ms %6.1f TF/s | bwd %7.3f ms %6.1f TF/s | bwd det %7.3f ms %6.1f TF/s"
+      "  (tiles full %lld partial %lld empty %lld)\n",
+      name, r.fwd_ms, r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms, r.bwd_det_tf, (long long)c.full,
+      (long long)c.partial, (long long)c.empty);
+  g_perf.push_back(r);
+}
+
+}  // namespace
+}  // namespace attn_test
+
+int main(int argc, char** argv) {
+  using namespace attn_test;
+  std::string outdir;
+  bool perf = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--no-perf")
+      perf = false;
+    else
+      outdir = a;
+  }
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  auto t0 = std::chrono::steady_clock::now();
+  std::mt19937 rng(20261129);
+  ProgramEnv env;
+  env.window = 300;
+  using tjk::bf16;
+  using tjk::f16;
+  check_case<FullProgram, bf16, 128>({1, 4, 1, 1000, 777, false}, env, rng);
+  check_case<CausalProgram, bf16, 128>({2, 2, 2, 777, 1000, true}, env, rng);
+  check_case<CausalProgram, bf16, 64>({1, 4, 1, 1000, 1000, false}, env, rng);
+  check_case<CausalProgram, f16, 64>({1, 4, 2, 1000, 777, true}, env, rng);
+  check_case<WindowProgram, bf16, 128>({1, 2, 2, 1000, 1000, false}, env, rng);
+  check_case<DocProgram, bf16, 128>({2, 2, 1, 700, 700, true}, env, rng);
+  check_case<DocProgram, f16, 128>({2, 2, 2, 640, 513, false}, env, rng);
+  check_case<AlibiProgram, bf16, 128>({1, 4, 2, 1000, 777, false}, env, rng);
+  check_case<SoftcapProgram, bf16, 128>({1, 4, 1, 1000, 777, true}, env, rng);
+  check_case<SoftcapProgram, f16, 64>({1, 2, 2, 513, 1000, false}, env, rng);
+  check_case<MaskedRowsProgram, bf16, 128>({1, 2, 1, 1000, 777, false}, env, rng);
+  check_case<MaskedRowsProgram, f16, 64>({2, 2, 2, 1000, 777, true}, env, rng);
+  double check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("correctness: %d failures (%.1f s)\n", g_failures, check_s);
+
+  if (perf) {
+    env.window = 1024;
+    perf_case<CausalProgram, bf16, 128>("causal S=8k", 2, 16, 16, 8192, env, rng);
+    perf_case<SoftcapProgram, bf16, 128>("softcap causal S=8k", 2, 16, 16, 8192, env, rng);
+    perf_case<AlibiProgram, bf16, 128>("alibi causal S=8k", 2, 16, 16, 8192, env, rng);
+    perf_case<DocProgram, bf16, 128>("document causal S=8k", 2, 16, 16, 8192, env, rng);
+    perf_case<WindowProgram, bf16, 128>("sliding window 1024 S=32k", 1, 16, 16, 32768, env, rng);
+    perf_case<CausalProgram, bf16, 128>("GQA 32/8 causal S=8k", 2, 32, 8, 8192, env, rng);
+    perf_case<CausalProgram, bf16, 64>("D=64 causal S=8k", 2, 16, 16, 8192, env, rng);
+    perf_case<FullProgram, bf16, 128>("full (no mask) S=8k", 2, 16, 16, 8192, env, rng);
+
+    std::printf(
+        "\n| case | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | bwd det ms | bwd det TFLOP/s |\n"
+        "|---|---|---|---|---|---|---|\n");
+    for (auto& r : g_perf)
+      std::printf("| %s | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f |\n", r.name.c_str(), r.fwd_ms,
+                  r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms, r.bwd_det_tf);
+    FILE* json =
+        outdir.empty() ? nullptr : std::fopen((outdir + "/attention_perf.jsonl").c_str(), "w");
+    for (auto& r : g_perf) {
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "{\"case\": \"%s\", \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_ms\": %.4f, "
+                    "\"bwd_tflops\": %.2f, \"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f}",
+                    r.name.c_str(), r.fwd_ms, r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms,
+                    r.bwd_det_tf);
+      std::printf("%s\n", line);
+      if (json) std::fprintf(json, "%s\n", line);
+    }
+    if (json) std::fclose(json);
+  }
+  std::printf("%s\n", g_failures ? "FAILED" : "PASSED");
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,316 @@
+// Standalone GPU harness for the fused linear cross-entropy kernels (not part of the CMake build;
+// tests/gpu/build_linear_ce_harness.sh builds it). Part 1 checks loss and gradients against the
+// fp64 reference (tests/support/LinearCeReference.h) on small shapes, outputs poisoned first;
+// part 2 times the PERF.md loss shapes on "zipf" data and prints a table plus one JSON line per
+// case. Hook stand-ins below play the role of the generated TjProgram / TjArgs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels_templates/linear_ce_bwd.cuh"
+#include "kernels_templates/linear_ce_fwd.cuh"
+#include "runtime/LinearCeWorkspace.h"
+#include "tests/gpu/linear_ce_harness_data.cuh"
+#include "tests/support/LinearCeReference.h"
+
+using namespace tilejit_ce;
+
+// ---- hook stand-ins -------------------------------------------------------------------------
+
+struct NoArgs {
+  int unused;
+};
+struct IdentityLogit {
+  static constexpr bool kLogitIsIdentity = true;
+  __device__ static float logit_mod(const NoArgs&, float x, int, int) { return x; }
+  __device__ static float logit_grad(const NoArgs&, float, int, int) { return 1.f; }
+};
+struct CapArgs {
+  float cap, inv_cap;
+};
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+struct SoftcapLogit {  // cap * tanh(x / cap)
+  static constexpr bool kLogitIsIdentity = false;
+  __device__ static float logit_mod(const CapArgs& a, float x, int, int) {
+    return a.cap * tanh_approx(x * a.inv_cap);
+  }
+  __device__ static float logit_grad(const CapArgs& a, float x, int, int) {
+    float t = tanh_approx(x * a.inv_cap);
+    return 1.f - t * t;
+  }
+};
+
+// ---- one run of the kernels -----------------------------------------------------------------
+
+struct Options {
+  float label_smoothing = 0, z_loss = 0, threshold = 0, cap = 0;  // cap 0: identity logit
+  int reduction = kReduceMean;
+  int64_t grad_buffer_bytes = 512 << 20;
+};
+
+template <class T>
+T* slice(char* base, const tilejit::WorkspaceSlice& s) {
+  return s.bytes ? reinterpret_cast<T*>(base + s.offset) : nullptr;
+}
+
+template <class Prog, class Args>
+struct Runner {
+  const Problem& P;
+  Options o;
+  Args args;
+  tilejit::LinearCeWorkspace ws;
+  char* base = nullptr;
+  CeLayout layout;
+  int n_kept = 0, num_sms = 0;
+  float* upstream = nullptr;
+  std::vector<float> h_upstream;  // [n_rows] (reduction none) or [1]
+
+  Runner(const Problem& prob, Options opt, Args a) : P(prob), o(opt), args(a) {
+    CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+    int64_t tile = 0, live = 0;
+    layout.num_segments = int(P.segs.size());
+    for (size_t s = 0; s < P.segs.size(); ++s) {
+      CeSegment& c = layout.seg[s];
+      c.weight = P.segs[s].weight;
+      c.bias = P.segs[s].bias;
+      c.d_weight = P.segs[s].d_weight;
+      c.d_bias = P.segs[s].d_bias;
+      c.weight_stride = c.d_weight_stride = P.dim;
+      c.begin = P.segs[s].begin;
+      c.size = P.segs[s].size;
+      c.first_tile = int(tile);
+      tile += (c.size + kTileIds - 1) / kTileIds;
+      live += c.size;
+    }
+    layout.num_tiles = int(tile);
+    layout.live_ids = int(live);
+    n_kept = 0;
+    for (int t : P.h_targets) n_kept += t != kIgnore;
+    tilejit::LinearCeShape shape;
+    shape.n_rows = P.n_rows;
+    shape.n_kept = n_kept;
+    shape.dim = P.dim;
+    for (auto& s : P.segs) shape.segment_sizes.push_back(s.size);
+    shape.num_sms = num_sms;
+    shape.grad_buffer_bytes = o.grad_buffer_bytes;
+    shape.filtering = o.threshold > 0;
+    shape.smoothing = o.label_smoothing > 0;
+    shape.analytic_smoothing = shape.smoothing && Prog::kLogitIsIdentity;
+    ws = tilejit::plan_linear_ce(shape);
+    CK(cudaMalloc(&base, ws.total_bytes));
+    h_upstream.resize(o.reduction == kReduceNone ? P.n_rows : 1);
+    std::mt19937 rng(7);
+    for (auto& u : h_upstream)
+      u = o.reduction == kReduceNone ? 0.5f + float(rng() % 1000) / 1000.f : 1.f;
+    CK(cudaMalloc(&upstream, h_upstream.size() * 4));
+    CK(cudaMemcpy(upstream, h_upstream.data(), h_upstream.size() * 4, cudaMemcpyHostToDevice));
+    const auto smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false>, smem, CeFwdCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false>, smem, CeGradCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false>, smem, CeProductCta::kSmemBytes));
+  }
+  ~Runner() {
+    cudaFree(base);
+    cudaFree(upstream);
+  }
+  int64_t extra_bytes() const { return ws.total_bytes; }
+  bool has_bias() const {
+    for (auto& s : P.segs)
+      if (s.bias) return true;
+    return false;
+  }
+  CeRows rows() {
+    CeRows r;
+    r.hidden = slice<u16>(base, ws.hidden_kept);
+    r.hidden_stride = P.dim;
+    r.kept = slice<int>(base, ws.kept);
+    r.targets = P.targets;
+    r.n_kept = n_kept;
+    r.dim = P.dim;
+    return r;
+  }
+
+  void forward() {
+    int* count = slice<int>(base, ws.count);
+    linear_ce_compact_rows_kernel<<<1, 1024>>>(
+        P.targets, P.n_rows, kIgnore, slice<int>(base, ws.kept), slice<int>(base, ws.slot), count);
+    int got = -1;  // the count sizes the grids; the planner used the host's count
+    CK(cudaMemcpy(&got, count, 4, cudaMemcpyDeviceToHost));
+    if (got != n_kept) fail("compaction count %d != %d", got, n_kept);
+    if (n_kept == 0) return;
+    linear_ce_gather_rows_kernel<<<n_kept, 128>>>(P.hidden, P.dim, slice<int>(base, ws.kept), P.dim,
+                                                  slice<u16>(base, ws.hidden_kept));
+    CeFwdParams p;
+    p.layout = layout;
+    p.rows = rows();
+    p.part_max = slice<float>(base, ws.part_max);
+    p.part_sum = slice<float>(base, ws.part_sum);
+    p.part_zsum = slice<float>(base, ws.part_zsum);
+    p.target_logit = slice<float>(base, ws.target_logit);
+    p.target_raw = slice<float>(base, ws.target_raw);
+    p.tile_max = slice<float>(base, ws.tile_max);
+    p.tiles_per_split = ws.tiles_per_split;
+    linear_ce_fwd_kernel<Prog, Args, false>
+        <<<dim3(ws.fwd_row_tiles, ws.splits), CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+    CeMergeParams q;
+    q.part_max = p.part_max;
+    q.part_sum = p.part_sum;
+    q.part_zsum = p.part_zsum;
+    q.target_logit = p.target_logit;
+    q.slot = slice<int>(base, ws.slot);
+    q.lse = slice<float>(base, ws.lse);
+    q.row_loss = slice<float>(base, ws.row_loss);
+    q.loss_rows = o.reduction == kReduceNone ? P.loss_rows : nullptr;
+    q.n_rows = P.n_rows;
+    q.n_kept = n_kept;
+    q.splits = ws.splits;
+    q.live_ids = layout.live_ids;
+    q.label_smoothing = o.label_smoothing;
+    q.z_loss = o.z_loss;
+    linear_ce_merge_kernel<<<(P.n_rows + 255) / 256, 256>>>(q);
+    if (o.reduction != kReduceNone)
+      linear_ce_reduce_kernel<<<1, 1024>>>(q.row_loss, n_kept, o.reduction, P.loss);
+    CK(cudaGetLastError());
+  }
+
+  void backward() {
+    CeBwdParams p;
+    p.layout = layout;
+    p.rows = rows();
+    float* row_grad = slice<float>(base, ws.row_grad);
+    linear_ce_row_grad_kernel<<<P.n_rows, 128>>>(slice<int>(base, ws.slot), upstream, o.reduction,
+                                                 n_kept, row_grad, P.d_hidden, P.dim, P.dim);
+    if (n_kept == 0) return;  // (weight gradients of an all-ignored batch: left to the caller)
+    CeClassifyParams c;
+    c.layout = layout;
+    c.kept = p.rows.kept;
+    c.targets = P.targets;
+    c.lse = slice<float>(base, ws.lse);
+    c.tile_max = slice<float>(base, ws.tile_max);
+    c.tile_class = slice<unsigned char>(base, ws.tile_class);
+    c.n_kept = n_kept;
+    c.log_threshold = o.threshold > 0 ? logf(o.threshold) : 0.f;
+    linear_ce_classify_kernel<<<dim3(ws.row_tiles, (layout.num_tiles + 63) / 64), 128>>>(c);
+    p.tile_class = c.tile_class;
+    p.row_list = slice<int>(base, ws.row_list);
+    p.row_count = slice<int>(base, ws.row_count);
+    p.col_list = slice<int>(base, ws.col_list);
+    p.col_count = slice<int>(base, ws.col_count);
+    linear_ce_row_lists_kernel<<<ws.row_tiles, 256>>>(c.tile_class, layout.num_tiles,
+                                                      slice<int>(base, ws.row_list),
+                                                      slice<int>(base, ws.row_count));
+    linear_ce_col_lists_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
+        c.tile_class, layout.num_tiles, ws.row_tiles, slice<int>(base, ws.col_list),
+        slice<int>(base, ws.col_count));
+    p.lse = c.lse;
+    p.target_logit = slice<float>(base, ws.target_logit);
+    p.target_raw = slice<float>(base, ws.target_raw);
+    p.row_grad = row_grad;
+    p.grad = slice<u16>(base, ws.grad);
+    p.grad_stride = ws.grad_stride;
+    p.d_hidden = P.d_hidden;
+    p.d_hidden_stride = P.dim;
+    p.num_row_tiles = ws.row_tiles;
+    p.label_smoothing = o.label_smoothing;
+    p.z_loss = o.z_loss;
+    if (o.label_smoothing > 0 && Prog::kLogitIsIdentity) analytic_smoothing(p);
+    for (int ch = 0; ch < ws.num_chunks; ++ch) {
+      p.chunk_first = ch * ws.chunk_tiles;
+      p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
+      p.first_chunk = ch == 0;
+      const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
+      linear_ce_grad_kernel<Prog, Args, false>
+          <<<dim3(ws.row_tiles, p.chunk_tiles), CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args,
+                                                                                              p);
+      linear_ce_dhidden_kernel<false>
+          <<<dim3(ws.row_tiles, dtiles), CeProductCta::kThreads, CeProductCta::kSmemBytes>>>(p);
+      linear_ce_dweight_kernel<false>
+          <<<dim3(p.chunk_tiles, dtiles), CeProductCta::kThreads, CeProductCta::kSmemBytes>>>(p);
+      if (has_bias())
+        linear_ce_dbias_kernel<false><<<(p.chunk_tiles * kTileIds + 255) / 256, 256>>>(p);
+    }
+    CK(cudaGetLastError());
+  }
+
+  // sum_v C_v over every live id, sum_r g_r E_r over kept rows, sum_r g_r.
+  void analytic_smoothing(CeBwdParams& p) {
+    float* partial = slice<float>(base, ws.colsum_partial);
+    const int per = int(ws.colsum_rows_per_part), dx = (P.dim + 255) / 256;
+    int parts = 0;
+    for (auto& s : P.segs) {
+      int n = (s.size + per - 1) / per;
+      linear_ce_colsum_part_kernel<<<dim3(dx, n), 256>>>(s.weight, P.dim, s.size, nullptr, nullptr,
+                                                         P.dim, per, 0,
+                                                         partial + (int64_t)parts * P.dim);
+      parts += n;
+    }
+    float* colsum = slice<float>(base, ws.weight_colsum);
+    linear_ce_sum_parts_kernel<<<dx, 256>>>(partial, parts, P.dim, colsum);
+    int n = (n_kept + per - 1) / per;
+    float* rows_part = partial + (int64_t)parts * P.dim;
+    linear_ce_colsum_part_kernel<<<dim3(dx, n), 256>>>(p.rows.hidden, P.dim, n_kept, nullptr,
+                                                       p.row_grad, P.dim, per, 0, rows_part);
+    float* wsum = slice<float>(base, ws.hidden_wsum);
+    linear_ce_sum_parts_kernel<<<dx, 256>>>(rows_part, n, P.dim, wsum);
+    float* gsum = slice<float>(base, ws.grad_sum);
+    linear_ce_reduce_kernel<<<1, 1024>>>(p.row_grad, n_kept, kReduceSum, gsum);
+    p.weight_colsum = colsum;
+    p.hidden_wsum = wsum;
+    p.grad_sum = gsum;
+  }
+
+  // Fractions of (row tile, vocabulary tile) pairs that are hot and target-only.
+  std::pair<double, double> tile_fractions() {
+    std::vector<unsigned char> cls(size_t(ws.row_tiles) * layout.num_tiles);
+    CK(cudaMemcpy(cls.data(), base + ws.tile_class.offset, cls.size(), cudaMemcpyDeviceToHost));
+    double hot = 0, tgt = 0;
+    for (unsigned char c : cls) hot += c == 1, tgt += c == 2;
+    return {hot / cls.size(), tgt / cls.size()};
+  }
+};
+
+// Runs fn with the problem's logit program.
+template <class Fn>
+void with_program(const Options& o, Fn fn) {
+  if (o.cap > 0)
+    fn(SoftcapLogit{}, CapArgs{o.cap, 1.f / o.cap});
+  else
+    fn(IdentityLogit{}, NoArgs{0});
+}
+
+#include "tests/gpu/linear_ce_harness_cases.cuh"
+
+int main(int argc, char** argv) {
+  // --check-only: correctness only; --only CASE: timing of one case only (for profilers).
+  bool check_only = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--check-only")
+      check_only = true;
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else
+      fail("usage: %s [--check-only | --only CASE]", argv[0]);
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  int failures = only.empty() ? run_checks() : 0;
+  if (!check_only) run_timings(only);
+  std::printf("%s: %d check failure(s)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
