@@ -25,9 +25,12 @@ constexpr int64_t kMaxRunningElements = int64_t{1} << 25;
 double decode_f16(uint16_t h) {
   int sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   double v;
-  if (exponent == 0) v = std::ldexp(mantissa, -24);
-  else if (exponent == 31) v = mantissa ? std::numeric_limits<double>::quiet_NaN() : kInf;
-  else v = std::ldexp(mantissa + 1024, exponent - 25);
+  if (exponent == 0)
+    v = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    v = mantissa ? std::numeric_limits<double>::quiet_NaN() : kInf;
+  else
+    v = std::ldexp(mantissa + 1024, exponent - 25);
   return sign ? -v : v;
 }
 
@@ -207,7 +210,8 @@ void BufferSummary::query_row(int64_t row, int64_t i0, int64_t i1, double& lo, d
   query_blocks(row, b0, b1, lo, hi);
 }
 
-void BufferSummary::query_blocks(int64_t row, int64_t b0, int64_t b1, double& lo, double& hi) const {
+void BufferSummary::query_blocks(int64_t row, int64_t b0, int64_t b1, double& lo,
+                                 double& hi) const {
   int L = std::bit_width(static_cast<uint64_t>(b1 - b0 + 1)) - 1;
   size_t base = static_cast<size_t>((L * rows_ + row) * blocks_);
   int64_t second = b1 - (int64_t{1} << L) + 1;
@@ -227,8 +231,10 @@ ValueRange BufferSummary::range(const int64_t* lo, const int64_t* hi) const {
     if (lo[d] < 0 || hi[d] >= sizes_[d]) outside = true;
     clo[d] = std::max<int64_t>(lo[d], 0);
     chi[d] = std::min<int64_t>(hi[d], sizes_[d] - 1);
-    if (clo[d] > chi[d]) none_inside = true;
-    else if (d != axis_) rows_in_box *= chi[d] - clo[d] + 1;
+    if (clo[d] > chi[d])
+      none_inside = true;
+    else if (d != axis_)
+      rows_in_box *= chi[d] - clo[d] + 1;
   }
   if (none_inside) return {0, 0, false};
   double vlo = kInf, vhi = -kInf;

@@ -30,8 +30,10 @@
 // - i32 arithmetic wraps (two's complement). Div truncates toward zero, Mod takes the sign of
 //   the dividend (C semantics); division or modulo by zero yields 0.
 // - f32 arithmetic is IEEE single precision; Mod on f32 is fmod. Backends may use hardware
-//   approximations for exp/exp2/log/log2/tanh/rsqrt (relative error ~1e-6); the interpreter
-//   evaluates floats in fp64 and is the reference.
+//   approximations for exp/exp2/log/log2/rsqrt (a few ulp) and tanh (relative error up to
+//   2^-11, the PTX tanh.approx.f32 bound: below bf16 precision, which is what scores feed); the
+//   interpreter evaluates floats in fp64 and is the reference. f32 division by zero is IEEE
+//   (inf or NaN). Min and Max on f32 are fmin/fmax: a NaN operand yields the other operand.
 // - Cast f32 -> i32 truncates toward zero and saturates; NaN -> 0. Cast bool -> i32/f32 is 0/1.
 //   Cast i32/f32 -> bool is "!= 0".
 // - And / Or / Not are on bool. Select(c, a, b) evaluates to a when c else b; only the chosen

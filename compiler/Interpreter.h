@@ -83,7 +83,7 @@ class CompiledEval {
   double eval_score(double score, int64_t b, int64_t h, int64_t q, int64_t kv) const;
   double eval_logit(double logit, int64_t row, int64_t id) const;
 
-  // Opaque to users; public so the implementation's helpers can name them.
+  // Opaque to users; public so functions private to the implementation can name them.
   union Slot {
     double f;
     int32_t i;  // i32 and bool (0/1)

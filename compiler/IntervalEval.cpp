@@ -246,9 +246,9 @@ AVal float_binary(Op op, const AVal& a, const AVal& b) {
       return float_hull({a.flo - b.fhi, a.fhi - b.flo, a.flo - b.flo, a.fhi - b.fhi}, nan);
     case Op::Mul: {
       bool zero = contains_zero(a) || contains_zero(b);
-      AVal r = float_hull({a.flo * b.flo, a.flo * b.fhi, a.fhi * b.flo, a.fhi * b.fhi,
-                           zero ? 0.0 : a.flo * b.flo},
-                          nan);
+      AVal r = float_hull(
+          {a.flo * b.flo, a.flo * b.fhi, a.fhi * b.flo, a.fhi * b.fhi, zero ? 0.0 : a.flo * b.flo},
+          nan);
       return r;
     }
     case Op::Div: {
@@ -337,10 +337,13 @@ AVal cast(Type to, Type from, const AVal& a) {
   if (from == to) return a;
   switch (to) {
     case Type::Bool:
-      if (from == Type::I32) return tri(a.lo > 0 || a.hi < 0 ? Tri::True
-                                        : a.lo == 0 && a.hi == 0 ? Tri::False : Tri::Maybe);
-      return tri(a.flo > 0 || a.fhi < 0 ? Tri::True  // NaN != 0 is true as well
-                 : a.flo == 0 && a.fhi == 0 && !a.nan ? Tri::False : Tri::Maybe);
+      if (from == Type::I32)
+        return tri(a.lo > 0 || a.hi < 0     ? Tri::True
+                   : a.lo == 0 && a.hi == 0 ? Tri::False
+                                            : Tri::Maybe);
+      return tri(a.flo > 0 || a.fhi < 0               ? Tri::True  // NaN != 0 is true as well
+                 : a.flo == 0 && a.fhi == 0 && !a.nan ? Tri::False
+                                                      : Tri::Maybe);
     case Type::I32:
       if (from == Type::Bool)
         return a.t == Tri::Maybe ? int_range(0, 1) : int_const(a.t == Tri::True ? 1 : 0);
@@ -351,15 +354,17 @@ AVal cast(Type to, Type from, const AVal& a) {
       }
     case Type::F32:
       if (from == Type::Bool)
-        return a.t == Tri::Maybe ? float_range(0, 1, false)
-                                 : float_range(a.t == Tri::True ? 1 : 0, a.t == Tri::True ? 1 : 0,
-                                               false);
+        return a.t == Tri::Maybe
+                   ? float_range(0, 1, false)
+                   : float_range(a.t == Tri::True ? 1 : 0, a.t == Tri::True ? 1 : 0, false);
       return widen(float_range(static_cast<double>(a.lo), static_cast<double>(a.hi), false));
   }
   return a;
 }
 
-Tri tri_not(Tri a) { return a == Tri::True ? Tri::False : a == Tri::False ? Tri::True : Tri::Maybe; }
+Tri tri_not(Tri a) {
+  return a == Tri::True ? Tri::False : a == Tri::False ? Tri::True : Tri::Maybe;
+}
 Tri tri_and(Tri a, Tri b) {
   if (a == Tri::False || b == Tri::False) return Tri::False;
   return a == Tri::True && b == Tri::True ? Tri::True : Tri::Maybe;
@@ -429,7 +434,8 @@ IntervalEval::IntervalEval(const Expr& mask,
   ctx.params = params;
   std::unordered_map<const Node*, int> reg;
   ir::visit_post_order(mask, [&](const Expr& n) {
-    Impl::Instr in{n.op(), n.type(), n.num_args() ? n.arg(0).type() : n.type(), -1, 0, 0, 0, AVal{}};
+    Impl::Instr in{n.op(), n.type(), n.num_args() ? n.arg(0).type() : n.type(), -1, 0, 0,
+                   0,      AVal{}};
     auto operand = [&](size_t i) { return reg.at(n.arg(i).get()); };
     switch (n.op()) {
       case Op::ConstBool: in.imm = tri(n->ival ? Tri::True : Tri::False); break;
@@ -439,8 +445,7 @@ IntervalEval::IntervalEval(const Expr& mask,
         break;
       case Op::Param: {
         Value v = evaluate(n, ctx);  // the param's value, converted as the interpreter does
-        in.imm = n.type() == Type::I32 ? int_const(v.i)
-                                       : float_range(v.f, v.f, std::isnan(v.f));
+        in.imm = n.type() == Type::I32 ? int_const(v.i) : float_range(v.f, v.f, std::isnan(v.f));
         if (std::isnan(v.f) && n.type() == Type::F32) in.imm = float_top();
         break;
       }
@@ -487,8 +492,10 @@ Tri IntervalEval::eval(const IndexBox& box, const LoadOracle* oracle) const {
       case Op::ConstFloat:
       case Op::Param: out = in.imm; break;
       case Op::Var:
-        if (in.type == Type::F32) out = float_top();
-        else if (in.var < 0) out = AVal{};
+        if (in.type == Type::F32)
+          out = float_top();
+        else if (in.var < 0)
+          out = AVal{};
         else {
           AVal f;
           f.co[in.var] = 1;
@@ -504,7 +511,8 @@ Tri IntervalEval::eval(const IndexBox& box, const LoadOracle* oracle) const {
         }
         ValueRange v = oracle->range(in.c, m.ix_lo.data() + in.a, m.ix_hi.data() + in.a);
         if (in.type == Type::I32)
-          out = int_range(static_cast<int64_t>(std::floor(v.lo)), static_cast<int64_t>(std::ceil(v.hi)));
+          out = int_range(static_cast<int64_t>(std::floor(v.lo)),
+                          static_cast<int64_t>(std::ceil(v.hi)));
         else
           out = float_range(v.lo, v.hi, v.may_nan);
         break;
@@ -515,10 +523,17 @@ Tri IntervalEval::eval(const IndexBox& box, const LoadOracle* oracle) const {
       case Op::Or: out = tri(tri_or(r[in.a].t, r[in.b].t)); break;
       case Op::Select: {
         Tri c = r[in.a].t;
-        out = c == Tri::True ? r[in.b] : c == Tri::False ? r[in.c] : join(in.type, r[in.b], r[in.c]);
+        out = c == Tri::True    ? r[in.b]
+              : c == Tri::False ? r[in.c]
+                                : join(in.type, r[in.b], r[in.c]);
         break;
       }
-      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+      case Op::Eq:
+      case Op::Ne:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
         if (in.a == in.b && in.arg_type != Type::F32) {
           // The same node on both sides (expressions are hash-consed): equal everywhere.
           out = tri(tri_of(in.op == Op::Eq || in.op == Op::Le || in.op == Op::Ge));
@@ -530,8 +545,15 @@ Tri IntervalEval::eval(const IndexBox& box, const LoadOracle* oracle) const {
           out = tri(float_compare(in.op, r[in.a], r[in.b]));
         }
         break;
-      case Op::Neg: case Op::Abs: case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2:
-      case Op::Tanh: case Op::Sqrt: case Op::Rsqrt:
+      case Op::Neg:
+      case Op::Abs:
+      case Op::Exp:
+      case Op::Exp2:
+      case Op::Log:
+      case Op::Log2:
+      case Op::Tanh:
+      case Op::Sqrt:
+      case Op::Rsqrt:
         out = in.type == Type::I32 ? int_unary(in.op, r[in.a], box) : float_unary(in.op, r[in.a]);
         break;
       default:  // Add .. Max

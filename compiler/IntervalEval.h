@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/Interpreter.h"
 #include "compiler/IR.h"
+#include "compiler/Interpreter.h"
 
 namespace tilejit {
 

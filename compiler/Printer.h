@@ -18,8 +18,8 @@ std::string print_program(const LossProgram& p);
 std::string program_hash(const AttentionProgram& p);
 std::string program_hash(const LossProgram& p);
 
-// Exact text for numbers: an f32 constant with the fewest digits that read back to the same
-// value (always with '.', 'e', or inf/nan), and a double with 17 significant digits.
+// Exact text for numbers: the fewest digits that read back to the same f32 (constants) or
+// double (loss settings), always with '.', 'e', or inf/nan.
 std::string format_f32(double v);
 std::string format_f64(double v);
 

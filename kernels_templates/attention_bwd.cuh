@@ -364,7 +364,8 @@ struct AttnBwdDqSmem {
 // Deterministic dQ: grid (B * Hq, q_tiles), 256 threads (8 warps of 16 q rows), dynamic shared
 // memory AttnBwdDqSmem<D>::kBytes. Needs delta from the preprocess kernel.
 template <class Prog, class Args, class T, int kHeadDim>
-__device__ __forceinline__ void attention_bwd_dq_cta(const AttentionBwdParams& p, const Args& args) {
+__device__ __forceinline__ void attention_bwd_dq_cta(const AttentionBwdParams& p,
+                                                     const Args& args) {
   using Smem = AttnBwdDqSmem<kHeadDim>;
   using QTile = typename Smem::QTile;
   using KVTile = typename Smem::KVTile;

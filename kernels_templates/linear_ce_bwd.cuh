@@ -63,9 +63,9 @@ struct CeBwdParams {
 
 // Grid (n_rows): g_r for kept rows; ignored rows of dE are zeroed (they get no gradient).
 __device__ __forceinline__ void linear_ce_row_grad(const int* slot, const float* upstream,
-                                                  int reduction, int n_kept, float* row_grad,
-                                                  float* d_hidden, long long d_hidden_stride,
-                                                  int dim) {
+                                                   int reduction, int n_kept, float* row_grad,
+                                                   float* d_hidden, long long d_hidden_stride,
+                                                   int dim) {
   int i = blockIdx.x, k = slot[i];
   if (k < 0) {
     for (int d = threadIdx.x; d < dim; d += blockDim.x) d_hidden[i * d_hidden_stride + d] = 0.f;
@@ -104,8 +104,8 @@ __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
 }
 
 // Grid (row tiles), 256 threads: the visited vocabulary tiles of each row tile, ascending.
-__device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_class,
-                                                   int num_tiles, int* row_list, int* row_count) {
+__device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_class, int num_tiles,
+                                                    int* row_list, int* row_count) {
   __shared__ int scratch[33];
   int rt = blockIdx.x, base = 0;
   for (int c = 0; c < num_tiles; c += blockDim.x) {
@@ -119,9 +119,9 @@ __device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_cl
 }
 
 // One thread per vocabulary tile: its visited row tiles, ascending.
-__device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class,
-                                                   int num_tiles, int num_row_tiles,
-                                                   int* col_list, int* col_count) {
+__device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class, int num_tiles,
+                                                    int num_row_tiles, int* col_list,
+                                                    int* col_count) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   int n = 0;
@@ -135,9 +135,9 @@ __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_cl
 // [j*rows_per_part, ...) of `base` (row index map `rows` when given, weights when given) into
 // partial[j, :]. linear_ce_sum_parts then adds the parts in order.
 __device__ __forceinline__ void linear_ce_colsum_part(const u16* base, long long stride, int n,
-                                                     const int* rows, const float* weights,
-                                                     int dim, int rows_per_part, int is_f16,
-                                                     float* partial) {
+                                                      const int* rows, const float* weights,
+                                                      int dim, int rows_per_part, int is_f16,
+                                                      float* partial) {
   int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= dim) return;
   int r0 = blockIdx.y * rows_per_part, r1 = min(n, r0 + rows_per_part);
@@ -152,7 +152,7 @@ __device__ __forceinline__ void linear_ce_colsum_part(const u16* base, long long
 }
 
 __device__ __forceinline__ void linear_ce_sum_parts(const float* partial, int parts, int dim,
-                                                   float* out) {
+                                                    float* out) {
   int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= dim) return;
   float acc = 0.f;

@@ -118,8 +118,8 @@ __device__ __forceinline__ int block_exclusive_count(bool flag, int* scratch, in
 // One block (1024 threads): kept[] = rows whose target is not ignore_index, in order;
 // slot[i] = position of row i in kept[] or -1; *count = number kept. Deterministic.
 __device__ __forceinline__ void linear_ce_compact_rows(const int* targets, int n_rows,
-                                                      int ignore_index, int* kept, int* slot,
-                                                      int* count) {
+                                                       int ignore_index, int* kept, int* slot,
+                                                       int* count) {
   __shared__ int scratch[33];
   int base = 0;
   for (int c = 0; c < n_rows; c += blockDim.x) {
@@ -138,7 +138,7 @@ __device__ __forceinline__ void linear_ce_compact_rows(const int* targets, int n
 
 // Grid (n_kept), 128 threads: out[k, :] = hidden[kept[k], :] (dim a multiple of 8).
 __device__ __forceinline__ void linear_ce_gather_rows(const u16* hidden, long long stride,
-                                                     const int* kept, int dim, u16* out) {
+                                                      const int* kept, int dim, u16* out) {
   const uint4* src = reinterpret_cast<const uint4*>(hidden + kept[blockIdx.x] * stride);
   uint4* dst = reinterpret_cast<uint4*>(out + (long long)blockIdx.x * dim);
   for (int c = threadIdx.x; c < dim / 8; c += blockDim.x) dst[c] = src[c];

@@ -218,7 +218,7 @@ __device__ __forceinline__ void linear_ce_merge(const CeMergeParams& q) {
 // One block of 1024 threads: out[0] = sum (reduction sum) or mean (reduction mean) of
 // row_loss[0..n). Fixed summation order: deterministic run to run.
 __device__ __forceinline__ void linear_ce_reduce(const float* row_loss, int n, int reduction,
-                                                float* out) {
+                                                 float* out) {
   __shared__ double part[1024];
   double acc = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];

@@ -39,7 +39,7 @@ struct Problem {
 
 TensorView named(const TensorView& t, const char* role) {
   TensorView n = t;
-  if (n.name.empty()) n.name = role;
+  if (n.name.empty()) n.name = std::string(role);
   return n;
 }
 
@@ -84,10 +84,15 @@ void check_gpu_layout(const TensorView& t) {
                        "attention: '{}': the stride of dimension {} must be a multiple of 8 "
                        "elements (16-byte aligned rows), got {} ({})",
                        t.name, i, t.strides[i], t.describe());
+}
+
+// Called last, once a context is current: catches host memory marked as device memory.
+void check_device_pointers(std::initializer_list<const TensorView*> tensors) {
   Driver* driver = Driver::get();
-  TILEJIT_USER_CHECK(driver->is_device_pointer(t.data),
-                     "attention: '{}' is marked as device memory but {} is not a device pointer",
-                     t.name, t.data);
+  for (const TensorView* t : tensors)
+    TILEJIT_USER_CHECK(t->numel() == 0 || driver->is_device_pointer(t->data),
+                       "attention: '{}' is marked as device memory but {} is not a device pointer",
+                       t->name, t->data);
 }
 
 void check_lse(const TensorView& lse, const Problem& p) {
@@ -115,20 +120,23 @@ Problem check_inputs(const TensorView& q, const TensorView& k, const TensorView&
                      "attention: '{}' has {} heads, not a multiple of the {} heads of '{}' (GQA "
                      "needs Hq % Hkv == 0)",
                      q.name, p.heads_q, p.heads_kv, k.name);
-  TILEJIT_USER_CHECK(int64_t{p.batch} * std::max(p.heads_q, 1) <= std::numeric_limits<int32_t>::max(),
-                     "attention: '{}': B * Hq does not fit in 32 bits", q.name);
+  TILEJIT_USER_CHECK(
+      int64_t{p.batch} * std::max(p.heads_q, 1) <= std::numeric_limits<int32_t>::max(),
+      "attention: '{}': B * Hq does not fit in 32 bits", q.name);
   if (p.where == Where::Device) {
     q.check_dtype({DType::BF16, DType::F16});
-    attention_variant(q.dtype, p.dim);
-    std::string arch;
-    gpu_context(arch);  // pointer checks below need the driver and a context
+    TILEJIT_USER_CHECK(p.dim == 64 || p.dim == 128,
+                       "attention: '{}' has head dim {}; the GPU kernels support head dims 64 and "
+                       "128 (bf16 or f16)",
+                       q.name, p.dim);
     for (const TensorView* t : {&q, &k, &v}) check_gpu_layout(*t);
   } else {
     q.check_dtype({DType::F32, DType::BF16, DType::F16}).check_last_dim_contiguous();
     k.check_last_dim_contiguous();
     v.check_last_dim_contiguous();
   }
-  float scale = options.scale.value_or(p.dim > 0 ? 1.f / std::sqrt(static_cast<float>(p.dim)) : 1.f);
+  float scale =
+      options.scale.value_or(p.dim > 0 ? 1.f / std::sqrt(static_cast<float>(p.dim)) : 1.f);
   TILEJIT_USER_CHECK(std::isfinite(scale), "attention: the scale must be finite, got {}", scale);
   p.scale = scale;
   return p;
@@ -282,8 +290,8 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const Blo
     state.masks.clear();
     return device_mask(state, context, mask);
   }
-  size_t sizes[4] = {mask.offsets().size() * 4, mask.runs().size() * 8,
-                     mask.t_offsets().size() * 4, mask.t_runs().size() * 8};
+  size_t sizes[4] = {mask.offsets().size() * 4, mask.runs().size() * 8, mask.t_offsets().size() * 4,
+                     mask.t_runs().size() * 8};
   const void* data[4] = {mask.offsets().data(), mask.runs().data(), mask.t_offsets().data(),
                          mask.t_runs().data()};
   std::vector<unsigned char> host;
@@ -297,8 +305,8 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const Blo
   dm->buffer = DeviceBuffer(std::max<size_t>(host.size(), 8));
   if (!host.empty()) dm->buffer.copy_from_host(host.data(), host.size());
   auto base = static_cast<const unsigned char*>(dm->buffer.data());
-  dm->view = {base + at[0], base + at[1], base + at[2], base + at[3], s.batch, s.heads,
-              mask.q_tiles(), mask.kv_tiles(), s.block_q, s.block_kv};
+  dm->view = {base + at[0], base + at[1],   base + at[2],    base + at[3], s.batch,
+              s.heads,      mask.q_tiles(), mask.kv_tiles(), s.block_q,    s.block_kv};
   slot = std::move(dm);
   return slot->view;
 }
@@ -332,11 +340,11 @@ std::string program_key(const AttentionProgram& program) { return program_hash(p
 }  // namespace
 
 AttentionVariant attention_variant(DType dtype, int head_dim) {
-  TILEJIT_USER_CHECK((dtype == DType::BF16 || dtype == DType::F16) &&
-                         (head_dim == 64 || head_dim == 128),
-                     "attention kernels support dtypes bf16 and f16 with head dims 64 and 128, "
-                     "not {} with head dim {}",
-                     dtype_name(dtype), head_dim);
+  TILEJIT_USER_CHECK(
+      (dtype == DType::BF16 || dtype == DType::F16) && (head_dim == 64 || head_dim == 128),
+      "attention kernels support dtypes bf16 and f16 with head dims 64 and 128, "
+      "not {} with head dim {}",
+      dtype_name(dtype), head_dim);
   return {dtype == DType::F16 ? ElemType::F16 : ElemType::BF16, head_dim};
 }
 
@@ -380,6 +388,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   check_gpu_layout(out);
   std::string arch;
   CUcontext context = gpu_context(arch);
+  check_device_pointers({&q, &k, &v, &out, &lse});
   AttentionVariant variant = attention_variant(q.dtype, p.dim);
   auto fwd = prepare(program, program_key(program), variant, AttentionModule::Forward, arch);
   Kernel kernel = load(*fwd, "attention_fwd", p.dim);
@@ -396,9 +405,10 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, block_mask)};
   void* kernel_params[] = {&params, args.data()};
-  launch_if(kernel, {static_cast<unsigned>(p.batch * p.heads_q),
-                     static_cast<unsigned>(block_mask.q_tiles()), 1},
-            stream, kernel_params);
+  launch_if(
+      kernel,
+      {static_cast<unsigned>(p.batch * p.heads_q), static_cast<unsigned>(block_mask.q_tiles()), 1},
+      stream, kernel_params);
 }
 
 void attention_backward(const AttentionProgram& program, const TensorView& q_in,
@@ -432,13 +442,14 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   for (const TensorView* t : {&out, &d_out, &dq, &dk, &dv}) check_gpu_layout(*t);
   std::string arch;
   CUcontext context = gpu_context(arch);
+  check_device_pointers({&q, &k, &v, &out, &lse, &d_out, &dq, &dk, &dv});
   AttentionVariant variant = attention_variant(q.dtype, p.dim);
   const std::string key = program_key(program);
   const bool det = options.deterministic;
   auto rows = prepare(program, key, variant, AttentionModule::BackwardRows, arch);
-  auto main = prepare(program, key, variant,
-                      det ? AttentionModule::BackwardDeterministic : AttentionModule::Backward,
-                      arch);
+  auto main =
+      prepare(program, key, variant,
+              det ? AttentionModule::BackwardDeterministic : AttentionModule::Backward, arch);
   Kernel preprocess = load(*rows, "attention_bwd_preprocess", p.dim);
   Kernel convert = load(*rows, "attention_bwd_dq_convert", p.dim);
   Kernel bwd = load(*main, det ? "attention_bwd_det" : "attention_bwd", p.dim);
@@ -450,7 +461,8 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
   // Scratch: delta [rows], then (atomic mode) the fp32 dQ accumulator [rows, D].
-  const size_t delta_bytes = align8(static_cast<size_t>(n_rows) * 4);
+  // The accumulator is read as float4: keep it 256-byte aligned like the allocation itself.
+  const size_t delta_bytes = (static_cast<size_t>(n_rows) * 4 + 255) & ~size_t{255};
   const size_t accum_bytes = det ? 0 : static_cast<size_t>(n_rows) * p.dim * 4;
   float* work = scratch(state, context, stream, std::max<size_t>(delta_bytes + accum_bytes, 16));
   BwdParams params{tensor_arg(q),
@@ -469,12 +481,14 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   void* rows_params[] = {&params};
   void* main_params[] = {&params, args.data()};
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);
-  launch_if(bwd, {static_cast<unsigned>(p.batch * p.heads_kv),
-                  static_cast<unsigned>(block_mask.kv_tiles()), 1},
+  launch_if(bwd,
+            {static_cast<unsigned>(p.batch * p.heads_kv),
+             static_cast<unsigned>(block_mask.kv_tiles()), 1},
             stream, main_params);
   if (det)
-    launch_if(dq_kernel, {static_cast<unsigned>(p.batch * p.heads_q),
-                          static_cast<unsigned>(block_mask.q_tiles()), 1},
+    launch_if(dq_kernel,
+              {static_cast<unsigned>(p.batch * p.heads_q),
+               static_cast<unsigned>(block_mask.q_tiles()), 1},
               stream, main_params);
   else
     launch_if(convert, {blocks(n_rows * (p.dim / 8), 256), 1, 1}, stream, rows_params);

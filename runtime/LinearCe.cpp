@@ -12,6 +12,7 @@
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
 #include "compiler/Printer.h"
+#include "compiler/Validate.h"
 #include "runtime/DenseMask.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
@@ -83,8 +84,7 @@ std::shared_ptr<PreparedLoss> prepare(const LossProgram& prog, ElemType elem,
                                       const std::string& arch) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<PreparedLoss>> memo;
-  const std::string key =
-      fmt::format("{}/{}/{}", program_hash(prog), elem_type_name(elem), arch);
+  const std::string key = fmt::format("{}/{}/{}", program_hash(prog), elem_type_name(elem), arch);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   auto p = std::make_shared<PreparedLoss>();
@@ -122,8 +122,7 @@ void check_operand(const TensorView& t, DType dtype, int64_t rows, int64_t dim,
 void check_f32_vector(const TensorView& t, int64_t n) {
   t.check_well_formed().check_dtype(DType::F32).check_where(TensorView::Where::Device);
   if (n < 0) {
-    TILEJIT_USER_CHECK(t.numel() == 1, "'{}' must hold one element, got {}", t.name,
-                       t.describe());
+    TILEJIT_USER_CHECK(t.numel() == 1, "'{}' must hold one element, got {}", t.name, t.describe());
     return;
   }
   t.check_rank(1).check_dim(0, n, "N");
@@ -134,7 +133,10 @@ void check_f32_vector(const TensorView& t, int64_t n) {
 
 // An fp32 gradient matrix [rows, dim] written with 8-byte stores.
 void check_f32_matrix(const TensorView& t, int64_t rows, int64_t dim, std::string_view rows_name) {
-  t.check_well_formed().check_rank(2).check_dtype(DType::F32).check_where(TensorView::Where::Device);
+  t.check_well_formed()
+      .check_rank(2)
+      .check_dtype(DType::F32)
+      .check_where(TensorView::Where::Device);
   t.check_dim(0, rows, rows_name).check_dim(1, dim, "D").check_last_dim_contiguous();
   TILEJIT_USER_CHECK(t.strides[0] % 2 == 0 && t.strides[0] >= dim,
                      "'{}': the row stride must be even and at least D, got {} ({})", t.name,
@@ -167,12 +169,17 @@ Bindings captured_only(const LossProgram& prog, const Bindings& bind) {
   return out;
 }
 
-float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType dtype) {
+void check_options(const LossProgram& prog, const LinearCeOptions& o) {
   TILEJIT_USER_CHECK(std::isfinite(o.filter_threshold) && o.filter_threshold < 1,
-                     "program {}: filter_threshold must be finite and < 1, got {}",
-                     l.program.name, o.filter_threshold);
-  TILEJIT_USER_CHECK(o.grad_buffer_bytes > 0, "grad_buffer_bytes must be positive, got {}",
-                     o.grad_buffer_bytes);
+                     "program {}: filter_threshold must be finite and < 1, got {}", prog.name,
+                     o.filter_threshold);
+  TILEJIT_USER_CHECK(o.grad_buffer_bytes > 0,
+                     "program {}: grad_buffer_bytes must be positive, "
+                     "got {}",
+                     prog.name, o.grad_buffer_bytes);
+}
+
+float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType dtype) {
   // The kernels drop the uniform smoothing term from skipped tiles unless they can add it
   // analytically, which they do only for an identity logit_mod.
   if (l.program.label_smoothing > 0 && !l.logit_is_identity) return 0.f;
@@ -185,6 +192,13 @@ Driver* require_gpu() {
   TILEJIT_USER_CHECK(driver, "linear cross-entropy: no GPU: {}", Driver::unavailable_reason());
   if (!driver->current_context()) driver->use_device(0);
   return driver;
+}
+
+// Error messages name tensors by their views' names; an unnamed view gets the API's name.
+TensorView named(const TensorView& t, std::string_view name) {
+  TensorView out = t;
+  if (out.name.empty()) out.name = name;
+  return out;
 }
 
 // Owns the library-allocated outputs of a call.
@@ -226,8 +240,7 @@ struct LinearCeState {
 };
 
 void check_linear_ce_supported(const LossProgram& prog) {
-  TILEJIT_USER_CHECK(!prog.kl, "program {}: KL term not supported on the GPU path yet",
-                     prog.name);
+  TILEJIT_USER_CHECK(!prog.kl, "program {}: KL term not supported on the GPU path yet", prog.name);
   TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
                      "program {}: the GPU path supports at most {} vocabulary segments, got {}",
                      prog.name, kMaxSegments, prog.segments.size());
@@ -251,8 +264,10 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
       TILEJIT_USER_CHECK(!prog.find_buffer(*n) && !prog.find_param(*n),
                          "program {}: '{}' names both a segment tensor and a captured value",
                          prog.name, *n);
-      TILEJIT_USER_CHECK(!bind.find_param(*n), "program {}: '{}' of segment '{}' is bound to a "
-                         "scalar, not a tensor", prog.name, *n, s.name);
+      TILEJIT_USER_CHECK(!bind.find_param(*n),
+                         "program {}: '{}' of segment '{}' is bound to a "
+                         "scalar, not a tensor",
+                         prog.name, *n, s.name);
       TILEJIT_USER_CHECK(bind.find_buffer(*n), "program {}: {} '{}' of segment '{}' is not bound",
                          prog.name, n == &s.weight ? "weight" : "bias", *n, s.name);
     }
@@ -264,8 +279,8 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
       b.bias->name = s.bias;
       b.bias->check_well_formed().check_rank(1).check_dtype(hidden.dtype);
       b.bias->check_where(TensorView::Where::Device).check_dim(0, s.size(), "V_" + s.name);
-      TILEJIT_USER_CHECK(s.size() <= 1 || b.bias->strides[0] == 1,
-                         "'{}' must be contiguous ({})", s.bias, b.bias->describe());
+      TILEJIT_USER_CHECK(s.size() <= 1 || b.bias->strides[0] == 1, "'{}' must be contiguous ({})",
+                         s.bias, b.bias->describe());
     }
     out.push_back(std::move(b));
   }
@@ -275,6 +290,7 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
 // Shape, dtype, layout and bindings checks of a forward call; nothing here needs a GPU.
 static void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
                                  const TensorView& targets, const LinearCeOutputs& outputs) {
+  validate(prog);
   check_linear_ce_supported(prog);
   hidden.check_well_formed().check_rank(2).check_dtype({DType::BF16, DType::F16});
   const int64_t n = hidden.shape[0], d = hidden.shape[1];
@@ -325,11 +341,18 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 
 // ---- forward -------------------------------------------------------------------------------
 
-LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden,
-                                             const Bindings& bind, const TensorView& targets,
+LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden_in,
+                                             const Bindings& bind, const TensorView& targets_in,
                                              const LinearCeOptions& options, CUstream stream,
-                                             const LinearCeOutputs& outputs) {
+                                             const LinearCeOutputs& outputs_in) {
+  const TensorView hidden = named(hidden_in, "E"), targets = named(targets_in, "targets");
+  LinearCeOutputs outputs = outputs_in;
+  for (auto [view, name] :
+       {std::pair{&outputs.loss, "loss"}, std::pair{&outputs.row_loss, "row_loss"},
+        std::pair{&outputs.lse, "lse"}})
+    if (*view) **view = named(**view, name);
   check_forward_inputs(prog, hidden, targets, outputs);
+  check_options(prog, options);
   auto st = std::make_shared<LinearCeState>();
   st->segments = bind_segments(prog, hidden, bind);
   Bindings captures = captured_only(prog, bind);
@@ -344,6 +367,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     check_resident(driver, s.weight);
     if (s.bias) check_resident(driver, *s.bias);
   }
+  for (const auto* out : {&outputs.loss, &outputs.row_loss, &outputs.lse})
+    if (*out) check_resident(driver, **out);
   st->kernels = prepare(prog, elem_of(hidden.dtype), device_arch(0));
   PreparedLoss& K = *st->kernels;
   const LossProgram& P = K.lowered.program;
@@ -401,17 +426,17 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   if (st->n_kept == 0) {  // nothing to reduce: a zero loss, zero rows
     run(fill, {1}, {32}, 0, stream, loss, 1LL, 1LL, 1LL, 0.f);
     for (float* v : {row_loss, lse})
-      if (n > 0) run(fill, {blocks(n, 256)}, {256}, 0, stream, v, 1LL, (long long)n, (long long)n, 0.f);
+      if (n > 0)
+        run(fill, {blocks(n, 256)}, {256}, 0, stream, v, 1LL, (long long)n, (long long)n, 0.f);
     out.state = std::move(st);
     return out;
   }
   st->forward = DeviceBuffer(ws.row_grad.offset);
   const int32_t n_kept = static_cast<int32_t>(st->n_kept);
   void* hidden_kept = st->fwd<void>(ws.hidden_kept);
-  run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)},
-      {128}, 0, stream, static_cast<const void*>(hidden.data),
-      static_cast<long long>(hidden.strides[0]), static_cast<const int32_t*>(st->kept()), dim,
-      hidden_kept);
+  run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)}, {128},
+      0, stream, static_cast<const void*>(hidden.data), static_cast<long long>(hidden.strides[0]),
+      static_cast<const int32_t*>(st->kept()), dim, hidden_kept);
 
   CeFwdParams p;
   p.layout = st->layout;
@@ -455,8 +480,9 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
 // ---- backward ------------------------------------------------------------------------------
 
 LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
-                                                const TensorView& grad_loss, CUstream stream,
+                                                const TensorView& grad_loss_in, CUstream stream,
                                                 const LinearCeGradOutputs& outputs) {
+  const TensorView grad_loss = named(grad_loss_in, "grad_loss");
   TILEJIT_USER_CHECK(forward.state, "linear_cross_entropy_backward: the forward result is empty");
   const LinearCeState& st = *forward.state;
   PreparedLoss& K = *st.kernels;
@@ -468,32 +494,39 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
                      "program {}: {} d_weight outputs for {} segments", P.name,
                      outputs.d_weight.size(), num_segments);
   TILEJIT_USER_CHECK(outputs.d_bias.empty() || outputs.d_bias.size() == num_segments,
-                     "program {}: {} d_bias outputs for {} segments", P.name,
-                     outputs.d_bias.size(), num_segments);
-  if (outputs.d_hidden) check_f32_matrix(*outputs.d_hidden, n, dim, "N");
+                     "program {}: {} d_bias outputs for {} segments", P.name, outputs.d_bias.size(),
+                     num_segments);
+  if (outputs.d_hidden) check_f32_matrix(named(*outputs.d_hidden, "d_hidden"), n, dim, "N");
   for (size_t s = 0; s < num_segments; ++s) {
     const Segment& seg = P.segments[s];
     if (!outputs.d_weight.empty() && outputs.d_weight[s])
-      check_f32_matrix(*outputs.d_weight[s], seg.size(), dim, "V_" + seg.name);
+      check_f32_matrix(named(*outputs.d_weight[s], "d_" + seg.weight), seg.size(), dim,
+                       "V_" + seg.name);
     if (outputs.d_bias.empty() || !outputs.d_bias[s]) continue;
-    TILEJIT_USER_CHECK(!seg.bias.empty(), "program {}: segment '{}' has no bias, but a d_bias "
-                       "output was given for it", P.name, seg.name);
-    check_f32_vector(*outputs.d_bias[s], seg.size());
+    TILEJIT_USER_CHECK(!seg.bias.empty(),
+                       "program {}: segment '{}' has no bias, but a d_bias "
+                       "output was given for it",
+                       P.name, seg.name);
+    check_f32_vector(named(*outputs.d_bias[s], "d_" + seg.bias), seg.size());
   }
   Driver* driver = require_gpu();
   check_resident(driver, grad_loss);
+  if (outputs.d_hidden) check_resident(driver, *outputs.d_hidden);
+  for (const auto& outs : {outputs.d_weight, outputs.d_bias})
+    for (const std::optional<TensorView>& t : outs)
+      if (t) check_resident(driver, *t);
 
   auto storage = std::make_shared<Storage>();
   LinearCeGradients g;
-  g.d_hidden = outputs.d_hidden ? *outputs.d_hidden
-                                : storage->take(size_t(n) * dim, {n, dim}, "d_hidden");
+  g.d_hidden =
+      outputs.d_hidden ? *outputs.d_hidden : storage->take(size_t(n) * dim, {n, dim}, "d_hidden");
   CeLayout layout = st.layout;
   for (size_t s = 0; s < num_segments; ++s) {
     const Segment& seg = P.segments[s];
     const bool given = !outputs.d_weight.empty() && outputs.d_weight[s];
-    g.d_weight.push_back(given ? *outputs.d_weight[s]
-                               : storage->take(size_t(seg.size()) * dim, {seg.size(), dim},
-                                               "d_" + seg.weight));
+    g.d_weight.push_back(
+        given ? *outputs.d_weight[s]
+              : storage->take(size_t(seg.size()) * dim, {seg.size(), dim}, "d_" + seg.weight));
     layout.seg[s].d_weight = static_cast<float*>(g.d_weight[s].data);
     layout.seg[s].d_weight_stride = g.d_weight[s].strides[0];
     g.d_bias.emplace_back();
@@ -504,7 +537,6 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     layout.seg[s].d_bias = static_cast<float*>(g.d_bias[s]->data);
   }
   g.storage = storage;
-  if (n == 0) return g;
 
   // The backward's scratch lives as long as the gradients, so nothing here waits for the GPU.
   const LinearCeWorkspace& ws = st.ws;
@@ -518,9 +550,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const long long dh_stride = g.d_hidden.strides[0];
   const int32_t reduction = static_cast<int32_t>(P.reduction);
   const int32_t n_kept = static_cast<int32_t>(st.n_kept);
-  run(K.function(LossModule::Rows, "linear_ce_row_grad"), {static_cast<unsigned>(n)}, {128}, 0,
-      stream, static_cast<const int32_t*>(st.slot()), static_cast<const float*>(grad_loss.data),
-      reduction, n_kept, row_grad, d_hidden, dh_stride, dim);
+  if (n > 0)
+    run(K.function(LossModule::Rows, "linear_ce_row_grad"), {static_cast<unsigned>(n)}, {128}, 0,
+        stream, static_cast<const int32_t*>(st.slot()), static_cast<const float*>(grad_loss.data),
+        reduction, n_kept, row_grad, d_hidden, dh_stride, dim);
   CUfunction fill = K.function(LossModule::Rows, "linear_ce_fill");
   if (n_kept == 0) {  // no row has a gradient: the weights' gradients are zero
     for (size_t s = 0; s < num_segments; ++s) {
@@ -528,7 +561,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       long long rows = c.size, cols = dim;
       run(fill, {blocks(rows * cols, 256 * 8)}, {256}, 0, stream, c.d_weight, rows, cols,
           c.d_weight_stride, 0.f);
-      if (c.d_bias) run(fill, {blocks(rows, 256)}, {256}, 0, stream, c.d_bias, 1LL, rows, rows, 0.f);
+      if (c.d_bias)
+        run(fill, {blocks(rows, 256)}, {256}, 0, stream, c.d_bias, 1LL, rows, rows, 0.f);
     }
     return g;
   }
@@ -582,8 +616,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     for (size_t s = 0; s < num_segments; ++s) {
       const CeSegment& seg = layout.seg[s];
       int32_t k = (seg.size + per - 1) / per;
-      run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream,
-          seg.weight, seg.weight_stride, seg.size, static_cast<const int32_t*>(nullptr),
+      run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream, seg.weight,
+          seg.weight_stride, seg.size, static_cast<const int32_t*>(nullptr),
           static_cast<const float*>(nullptr), dim, per, is_f16, partial + int64_t(parts) * dim);
       parts += k;
     }
@@ -596,8 +630,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
         p.rows.hidden, static_cast<long long>(dim), n_kept, static_cast<const int32_t*>(nullptr),
         static_cast<const float*>(row_grad), dim, per, is_f16, rows_part);
     float* wsum = static_cast<float*>(bwd(ws.hidden_wsum));
-    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(rows_part),
-        k, dim, wsum);
+    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(rows_part), k,
+        dim, wsum);
     float* gsum = static_cast<float*>(bwd(ws.grad_sum));
     run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,
         static_cast<const float*>(row_grad), n_kept, int32_t{1} /* sum */, gsum);

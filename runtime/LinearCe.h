@@ -16,11 +16,12 @@
 // launch):
 //   E        [N, D] bf16 or f16, D a multiple of 8, last dim contiguous, rows 16-byte aligned
 //   weight   [V_s, D], E's dtype, same layout rules;   bias [V_s], E's dtype, contiguous
-//   targets  [N] i32 global ids (any stride); ignore_index rows contribute nothing. A target
-//            that is neither ignore_index nor a live id (a dead id between segments, a negative
-//            id, one past the layout) is an error: the forward checks them on the device and
-//            reads the verdict back with the kept-row count (the forward synchronizes `stream`
-//            once, because the kept-row count sizes every later grid).
+//   targets  [N] i32 global ids, any stride (64-bit ids await an i64 DType in TensorView.h; the
+//            device check already has an i64 entry). ignore_index rows contribute nothing. A
+//            target that is neither ignore_index nor a live id (a dead id between segments, a
+//            negative id, one past the layout) is an error: the forward checks them on the
+//            device and reads the verdict back with the kept-row count (the forward synchronizes
+//            `stream` once, because the kept-row count sizes every later grid).
 //
 // Outputs. Results are fp32 device tensors. A caller may pass its own (LinearCeOutputs,
 // LinearCeGradOutputs: a framework's allocator, no allocation per step); any it leaves out is
@@ -96,10 +97,12 @@ struct LinearCeGradOutputs {
 };
 
 struct LinearCeGradients {
-  TensorView d_hidden;                              // f32 [N, D]; 0 on ignored rows
-  std::vector<TensorView> d_weight;                 // per segment
-  std::vector<std::optional<TensorView>> d_bias;    // per segment, set when it has a bias
-  std::shared_ptr<const void> storage;              // what the library allocated
+  TensorView d_hidden;                            // f32 [N, D]; 0 on ignored rows
+  std::vector<TensorView> d_weight;               // per segment
+  std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
+  // What the library allocated: outputs the caller did not give, and the backward's scratch
+  // (the kernels may still be running when the call returns). Drop it to free them.
+  std::shared_ptr<const void> storage;
 };
 
 LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden,

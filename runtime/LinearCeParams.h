@@ -60,8 +60,7 @@ struct CeClassifyParams {
 struct CeBwdParams {
   CeLayout layout;
   CeRows rows;
-  const float *lse = nullptr, *target_logit = nullptr, *target_raw = nullptr,
-              *row_grad = nullptr;
+  const float *lse = nullptr, *target_logit = nullptr, *target_raw = nullptr, *row_grad = nullptr;
   const unsigned char* tile_class = nullptr;
   const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
                 *col_count = nullptr;

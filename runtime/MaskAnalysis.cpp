@@ -25,7 +25,9 @@ struct Geometry {
     batch_hi = tensors.batch - 1;
     heads_hi = tensors.heads - 1;
   }
-  int64_t q_end(int qt) const { return std::min<int64_t>(int64_t{qt + 1} * shape.block_q, shape.seq_q); }
+  int64_t q_end(int qt) const {
+    return std::min<int64_t>(int64_t{qt + 1} * shape.block_q, shape.seq_q);
+  }
   int64_t kv_end(int kt) const {
     return std::min<int64_t>(int64_t{kt + 1} * shape.block_kv, shape.seq_kv);
   }
@@ -134,7 +136,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int thread_count(int requested, size_t work) {
-  int n = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int n = requested > 0 ? requested
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(work / 16, 1)));
 }
 
@@ -209,9 +212,8 @@ BlockMask reference_block_mask(const Expr& mask, const EvalContext& bindings,
   BlockMaskShape ext = mask_extents(mask, shape);
   Geometry g(ext, shape);
   CompiledEval eval(mask, bindings);
-  return BlockMask::from_classifier(ext, [&](int b, int h, int qt, int kt) {
-    return brute_force_tile(eval, g, b, h, qt, kt);
-  });
+  return BlockMask::from_classifier(
+      ext, [&](int b, int h, int qt, int kt) { return brute_force_tile(eval, g, b, h, qt, kt); });
 }
 
 EvalContext host_eval_context(const AttentionProgram& program, const Bindings& host_bindings) {
@@ -223,8 +225,10 @@ EvalContext host_eval_context(const AttentionProgram& program, const Bindings& h
   }
   for (const ParamDecl& decl : program.params) {
     const ScalarValue* v = host_bindings.find_param(decl.name);
-    if (const int32_t* i = std::get_if<int32_t>(v)) ctx.params[decl.name] = int64_t{*i};
-    else ctx.params[decl.name] = static_cast<double>(std::get<float>(*v));
+    if (const int32_t* i = std::get_if<int32_t>(v))
+      ctx.params[decl.name] = int64_t{*i};
+    else
+      ctx.params[decl.name] = static_cast<double>(std::get<float>(*v));
   }
   return ctx;
 }

@@ -93,8 +93,9 @@ BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings
   std::map<std::string, ParamValue, std::less<>> params;
   for (const auto& [name, v] : device_bindings.params())
     params[name] = std::holds_alternative<int32_t>(v) ? ParamValue(int64_t{std::get<int32_t>(v)})
-                                                     : ParamValue(double{std::get<float>(v)});
-  auto plans = plan_buffer_summaries(IntervalEval(prog.mask, params), shape.block_q, shape.block_kv);
+                                                      : ParamValue(double{std::get<float>(v)});
+  auto plans =
+      plan_buffer_summaries(IntervalEval(prog.mask, params), shape.block_q, shape.block_kv);
   std::vector<DeviceBuffer> storage;
   std::vector<unsigned char> summaries;
   for (size_t k = 0; k < src.summarised_buffers.size(); ++k) {
@@ -110,8 +111,12 @@ BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings
     CUdeviceptr mn = storage[storage.size() - 2].ptr(), mx = storage.back().ptr();
     put_summary(summaries, mn, mx, t->shape, blocks, plan.axis, plan.granule);
     if (rows * blocks == 0) continue;
-    SummariseParams sp{reinterpret_cast<void*>(mn), reinterpret_cast<void*>(mx), rows, blocks,
-                       plan.axis, plan.granule};
+    SummariseParams sp{reinterpret_cast<void*>(mn),
+                       reinterpret_cast<void*>(mx),
+                       rows,
+                       blocks,
+                       plan.axis,
+                       plan.granule};
     void* kp[] = {&sp, args.data()};
     launch(module->function(src.summarise_entries[k]), Dim3{blocks_for(rows * blocks), 1, 1},
            Dim3{kThreads, 1, 1}, 0, stream, kp);
@@ -125,18 +130,19 @@ BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings
   std::vector<unsigned char> classes(static_cast<size_t>(total));
   if (total > 0) {
     DeviceBuffer out(static_cast<size_t>(total));
-    ClassifyTilesParams cp{out.data(), ext.batch, ext.heads, ext.seq_q, ext.seq_kv,
-                           ext.block_q, ext.block_kv, q_tiles, kv_tiles};
+    ClassifyTilesParams cp{out.data(),  ext.batch,    ext.heads, ext.seq_q, ext.seq_kv,
+                           ext.block_q, ext.block_kv, q_tiles,   kv_tiles};
     void* kp[] = {&cp, args.data(), summaries.data()};
-    launch(module->function(src.cuda.entry), Dim3{blocks_for(total), 1, 1}, Dim3{kThreads, 1, 1},
-           0, stream, kp);
+    launch(module->function(src.cuda.entry), Dim3{blocks_for(total), 1, 1}, Dim3{kThreads, 1, 1}, 0,
+           stream, kp);
     driver->context_synchronize();
     out.copy_to_host(classes.data(), classes.size());
   }
   std::vector<TileClass> tile_classes(classes.size());
   for (size_t i = 0; i < classes.size(); ++i)
-    tile_classes[i] = classes[i] == 2 ? TileClass::Full
-                      : classes[i] == 0 ? TileClass::Empty : TileClass::Partial;
+    tile_classes[i] = classes[i] == 2   ? TileClass::Full
+                      : classes[i] == 0 ? TileClass::Empty
+                                        : TileClass::Partial;
   return BlockMask::from_tile_classes(ext, tile_classes);
 }
 

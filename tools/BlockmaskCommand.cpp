@@ -11,12 +11,12 @@
 // Their shape comes from the dimension names: B = --batch, H = --heads, Sq = --seq-q,
 // Skv = --seq-kv, S = the sequence length when --seq-q equals --seq-kv; at most one other
 // dimension (or S when the lengths differ) is inferred from the file size.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
@@ -30,8 +30,8 @@ namespace {
 
 std::pair<std::string, std::string> split_assignment(const std::string& s, const char* option) {
   size_t eq = s.find('=');
-  TILEJIT_USER_CHECK(eq != std::string::npos && eq > 0, "--{} expects NAME=VALUE, got '{}'",
-                     option, s);
+  TILEJIT_USER_CHECK(eq != std::string::npos && eq > 0, "--{} expects NAME=VALUE, got '{}'", option,
+                     s);
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
@@ -126,8 +126,10 @@ int run_blockmask(const CommandLine& cmd) {
     const ParamDecl* decl = prog->find_param(name);
     TILEJIT_USER_CHECK(decl != nullptr, "program '{}' has no param '{}'", prog->name, name);
     try {
-      if (decl->type == Type::I32) bind.param(name, static_cast<int32_t>(std::stol(value)));
-      else bind.param(name, std::stof(value));
+      if (decl->type == Type::I32)
+        bind.param(name, static_cast<int32_t>(std::stol(value)));
+      else
+        bind.param(name, std::stof(value));
     } catch (const std::logic_error&) {
       user_error("--param {}: '{}' is not a number", name, value);
     }
@@ -144,8 +146,8 @@ int run_blockmask(const CommandLine& cmd) {
     fmt::print(
         "{{\"block_q\": {}, \"block_kv\": {}, \"q_tiles\": {}, \"kv_tiles\": {}, \"empty\": {}, "
         "\"partial\": {}, \"full\": {}, \"runs\": {}, \"bytes\": {}, \"seconds\": {:.6f}}}\n",
-        shape.block_q, shape.block_kv, mask.q_tiles(), mask.kv_tiles(), n.empty, n.partial,
-        n.full, mask.runs().size(), mask.bytes(), seconds);
+        shape.block_q, shape.block_kv, mask.q_tiles(), mask.kv_tiles(), n.empty, n.partial, n.full,
+        mask.runs().size(), mask.bytes(), seconds);
     return 0;
   }
   fmt::print("{}: {} x {} tiles of {} x {} (batch {}, heads {} after broadcast)\n", prog->name,

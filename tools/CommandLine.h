@@ -27,5 +27,6 @@ struct CommandLine {
 // Each subcommand: returns the process exit code.
 int run_compile(const CommandLine& cmd);
 int run_demo(const CommandLine& cmd);
+int run_blockmask(const CommandLine& cmd);
 
 }  // namespace tilejit::cli

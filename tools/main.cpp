@@ -19,7 +19,10 @@ constexpr const char* kUsage =
     "  compile FILE.tj [--arch sm_80|sm_90a] [--emit ir|cuda|ptx|cubin] [--out PATH]\n"
     "                                print the IR after passes or the generated CUDA, or compile\n"
     "                                every kernel the program needs (through the kernel cache)\n"
-    "  demo                          compile the standard programs and run them\n";
+    "  blockmask FILE.tj --seq-q N --seq-kv M [--batch B] [--heads H] [--bind NAME=FILE.bin]\n"
+    "            [--param NAME=VALUE] [--json] [--refine]\n"
+    "                                classify tiles (mask analysis) and print the block mask's size\n"
+    "  demo [--quick]                compile the standard programs and run attention and a loss\n";
 
 int dispatch(int argc, char** argv) {
   using namespace tilejit::cli;
@@ -31,6 +34,11 @@ int dispatch(int argc, char** argv) {
   }
   if (command == "compile")
     return run_compile(CommandLine::parse(argc, argv, 2, {"arch", "emit", "out", "dtype", "head-dim"}, {}));
+  if (command == "blockmask")
+    return run_blockmask(CommandLine::parse(
+        argc, argv, 2,
+        {"seq-q", "seq-kv", "batch", "heads", "block-q", "block-kv", "bind", "param", "threads"},
+        {"json", "refine"}));
   if (command == "demo") return run_demo(CommandLine::parse(argc, argv, 2, {}, {"quick"}));
   std::fputs(kUsage, command == "--help" || command == "help" ? stdout : stderr);
   return command == "--help" || command == "help" ? 0 : 2;

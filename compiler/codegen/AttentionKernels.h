@@ -48,7 +48,7 @@ std::string variant_suffix(const AttentionVariant& v);  // "bf16_d128"
 // Every module, in the order a forward + backward pass first needs them.
 const std::vector<AttentionModule>& attention_modules();
 std::string_view attention_module_name(AttentionModule m);  // "attention_fwd", ...
-bool attention_module_uses_program(AttentionModule m);     // all but BackwardRows
+bool attention_module_uses_program(AttentionModule m);      // all but BackwardRows
 
 struct AttentionKernelSource {
   AttentionModule module = AttentionModule::Forward;

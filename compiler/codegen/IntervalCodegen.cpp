@@ -26,7 +26,7 @@ std::string_view cmp_name(Op op) {
   }
 }
 
-std::string_view int_helper(Op op) {
+std::string_view int_function(Op op) {
   switch (op) {
     case Op::Add: return "tj_iv_add";
     case Op::Sub: return "tj_iv_sub";
@@ -145,8 +145,8 @@ class IntervalWriter {
     }
     if (is_comparison(n.op())) return compare(n);
     if (n.num_args() == 1)
-      return define(n, fmt::format("{}({}, box)", int_helper(n.op()), name(n.arg(0))));
-    define(n, fmt::format("{}({}, {}, box)", int_helper(n.op()), name(n.arg(0)), name(n.arg(1))));
+      return define(n, fmt::format("{}({}, box)", int_function(n.op()), name(n.arg(0))));
+    define(n, fmt::format("{}({}, {}, box)", int_function(n.op()), name(n.arg(0)), name(n.arg(1))));
   }
 
   void compare(const Expr& n) {
@@ -164,8 +164,8 @@ class IntervalWriter {
           bool eq = n.op() == Op::Eq || n.op() == Op::Le || n.op() == Op::Ge;
           return define(n, eq ? "kTjTrue" : "kTjFalse", comment);
         }
-        return define(n, fmt::format("tj_iv_cmp<{}>({}, {}, box)", cmp_name(n.op()), name(x),
-                                     name(y)),
+        return define(n,
+                      fmt::format("tj_iv_cmp<{}>({}, {}, box)", cmp_name(n.op()), name(x), name(y)),
                       comment);
     }
   }
@@ -177,7 +177,8 @@ class IntervalWriter {
     std::vector<std::string> args;
     for (const Expr& a : n->args) args.push_back(name(a));
     if (args.empty()) args.push_back("tj_iv_const(0)");
-    out_ += fmt::format("    const TjIv {}[{}] = {{{}}};\n", ix, args.size(), fmt::join(args, ", "));
+    out_ +=
+        fmt::format("    const TjIv {}[{}] = {{{}}};\n", ix, args.size(), fmt::join(args, ", "));
     define(n, fmt::format("tj_iv_load(s.s{}, {})", it - buffers_.begin(), ix),
            fmt::format("{}[...]", n->name));
   }
@@ -201,7 +202,8 @@ int buffer_rank(const AttentionProgram& prog, const std::string& name) {
 
 std::string generate_interval_hooks(const AttentionProgram& prog) {
   ArgLayout layout = arg_layout(prog);
-  std::string s = "// Summaries of the i32 buffers the mask reads (kernels_templates/classify_tiles.cuh).\n";
+  std::string s =
+      "// Summaries of the i32 buffers the mask reads (kernels_templates/classify_tiles.cuh).\n";
   s += "struct TjSummaries {\n";
   std::vector<std::string> buffers = summarised_buffers(prog.mask);
   for (size_t k = 0; k < buffers.size(); ++k)

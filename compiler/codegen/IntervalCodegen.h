@@ -2,7 +2,7 @@
 // classification on the GPU (kernels_templates/classify_tiles.cuh). Where the elementwise
 // hooks (CudaCodegen.h) compute a mask at one point, this computes it over a tile's box:
 // i32 nodes become TjIv (interval + exact affine form), bool nodes TjTri, f32 nodes TjFv
-// (untracked). One SSA line per node, in post-order, each calling a helper of the template:
+// (untracked). One SSA line per node, in post-order, each calling a device function of the template:
 //
 //   struct TjIntervalProgram {
 //     __device__ static TjTri mask_box(const TjArgs& a, const TjSummaries& s, const TjBox& box) {
@@ -26,7 +26,8 @@
 namespace tilejit {
 
 struct ClassifySource {
-  CudaSource cuda;  // entry: the classifier, tj_classify_tiles_<hash16>(params, TjArgs, TjSummaries)
+  CudaSource
+      cuda;  // entry: the classifier, tj_classify_tiles_<hash16>(params, TjArgs, TjSummaries)
   // One per summarised buffer, in TjSummaries member order: the buffer's declared name and the
   // entry point tj_summarise_<hash16>_<k>(SummariseParams, TjArgs) that builds its summary.
   std::vector<std::string> summarised_buffers;

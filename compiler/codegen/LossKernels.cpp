@@ -216,14 +216,16 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
         cta, threads, smem);
   for (auto [type, bytes] : module_param_structs(module))
     s += fmt::format(
-        "static_assert(sizeof(tilejit_ce::{0}) == {1}, \"{0}: mirrored by runtime/LinearCe.cpp\");\n",
+        "static_assert(sizeof(tilejit_ce::{0}) == {1}, \"{0}: mirrored by "
+        "runtime/LinearCe.cpp\");\n",
         type, bytes);
 
   for (const CeEntry& e : entries()) {
     if (e.module != module) continue;
     std::string name = entry_name(e.kernel, module, elem, hash);
-    std::string bounds =
-        e.launch_bounds.empty() ? std::string() : fmt::format("__launch_bounds__({}) ", e.launch_bounds);
+    std::string bounds = e.launch_bounds.empty()
+                             ? std::string()
+                             : fmt::format("__launch_bounds__({}) ", e.launch_bounds);
     std::string_view body = e.kernel;
     // The two target checks are one template over the target's integer type.
     if (body.starts_with("linear_ce_check_targets")) body = "linear_ce_check_targets";

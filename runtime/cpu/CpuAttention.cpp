@@ -23,20 +23,19 @@ struct Problem {
   float scale;
 };
 
-void check_tensor(const TensorView& t, const char* name, int rank, bool f32_only = false) {
+void check_tensor(const TensorView& t, int rank, bool f32_only = false) {
   t.check_well_formed().check_rank(rank).check_where(TensorView::Where::Host);
   if (f32_only)
     t.check_dtype(DType::F32);
   else
     t.check_dtype({DType::F32, DType::BF16, DType::F16}).check_last_dim_contiguous();
-  (void)name;
 }
 
 Problem make_problem(const BlockMask& mask, const TensorView& q, const TensorView& k,
                      const TensorView& v, float scale) {
-  check_tensor(q, "q", 4);
-  check_tensor(k, "k", 4);
-  check_tensor(v, "v", 4);
+  check_tensor(q, 4);
+  check_tensor(k, 4);
+  check_tensor(v, 4);
   Problem p{};
   p.batch = static_cast<int>(q.dim(0));
   p.heads_q = static_cast<int>(q.dim(1));
@@ -69,7 +68,7 @@ Problem make_problem(const BlockMask& mask, const TensorView& q, const TensorVie
 }
 
 void check_like(const TensorView& t, const TensorView& like, int rank, bool f32_only) {
-  check_tensor(t, "", rank, f32_only);
+  check_tensor(t, rank, f32_only);
   for (int a = 0; a < rank; ++a) t.check_dim(a, like.dim(a));
 }
 
@@ -103,14 +102,14 @@ float& lse_at(const TensorView& lse, int b, int h, int s) {
   return static_cast<float*>(lse.data)[cpu::row_offset(lse, b, h, s)];
 }
 
-// One kv tile of one kv head in fp32: K and V transposed ([D x block_kv], for row dots) and,
-// when asked, row-major (for the dQ update).
+// One kv tile of one kv head in fp32: K transposed ([D x block_kv], for row dots), V row-major
+// in `rows` (for P V), and when asked K row-major (for dQ) and V transposed (for dP).
 struct KvTile {
   int k0 = 0, n = 0;
   std::vector<float> rows, kt, vt, k_rows;
 
   void load(const Problem& p, const TensorView& k, const TensorView& v, int b, int hk, int kt_index,
-            bool keep_k_rows, bool keep_v_rows, bool transpose_v) {
+            bool keep_k_rows, bool transpose_v) {
     k0 = kt_index * p.block_kv;
     n = std::min(p.block_kv, p.seq_kv - k0);
     size_t tile = static_cast<size_t>(p.block_kv) * p.dim;
@@ -124,7 +123,6 @@ struct KvTile {
       vt.resize(tile);
       cpu::transpose_into(rows.data(), n, p.dim, vt.data(), p.block_kv);
     }
-    (void)keep_v_rows;
   }
 };
 
@@ -150,7 +148,7 @@ void forward_task(const AttentionRowHooks& hooks, const BlockMask& mask, const P
   KvTile tile;
   for (const TileRun& run : runs_of(mask, b, h, qt, false)) {
     for (int kt = run.first; kt < run.first + run.count(); ++kt) {
-      tile.load(p, a.k, a.v, b, hk, kt, false, true, false);
+      tile.load(p, a.k, a.v, b, hk, kt, false, false);
       for (int i = 0; i < nq; ++i) {
         score_row(hooks, p, tile, !run.full(), b, h, q0 + i, &q[static_cast<size_t>(i) * dim], s.data());
         float mx = kNegInf;
@@ -241,7 +239,7 @@ void dq_task(const AttentionRowHooks& hooks, const BlockMask& mask, const Proble
   BackwardRow r(p.block_kv);
   for (const TileRun& run : runs_of(mask, b, h, qt, false)) {
     for (int kt = run.first; kt < run.first + run.count(); ++kt) {
-      tile.load(p, a.k, a.v, b, hk, kt, true, false, true);
+      tile.load(p, a.k, a.v, b, hk, kt, true, true);
       for (int i = 0; i < nq; ++i) {
         size_t at = static_cast<size_t>(i) * dim;
         if (!backward_row(hooks, p, tile, !run.full(), b, h, q0 + i, &q[at], &g[at],
@@ -262,7 +260,7 @@ void dkv_task(const AttentionRowHooks& hooks, const BlockMask& mask, const Probl
   const int b = static_cast<int>(task / p.kv_tiles / p.heads_kv);
   const int dim = p.dim;
   KvTile tile;
-  tile.load(p, a.k, a.v, b, hk, kt, false, false, true);
+  tile.load(p, a.k, a.v, b, hk, kt, false, true);
   std::vector<float> dk(static_cast<size_t>(tile.n) * dim, 0.0f), dv(dk.size(), 0.0f);
   std::vector<float> q(static_cast<size_t>(p.block_q) * dim), g(q.size());
   // P and dS of one q tile, transposed ([kv][q]), so dV and dK are weighted sums of rows.
@@ -303,7 +301,7 @@ void cpu_attention_forward(const AttentionRowHooks& hooks, const BlockMask& mask
                            const CpuAttentionForwardArgs& a, ThreadPool& pool) {
   Problem p = make_problem(mask, a.q, a.k, a.v, a.scale);
   check_like(a.out, a.q, 4, false);
-  check_tensor(a.lse, "lse", 3, true);
+  check_tensor(a.lse, 3, true);
   for (int ax = 0; ax < 3; ++ax) a.lse.check_dim(ax, a.q.dim(ax));
   pool.parallel_for(static_cast<int64_t>(p.batch) * p.heads_q * p.q_tiles,
                     [&](int64_t t) { forward_task(hooks, mask, p, a, t); });
@@ -317,7 +315,7 @@ void cpu_attention_backward(const AttentionRowHooks& hooks, const BlockMask& mas
   check_like(a.d_q, a.q, 4, false);
   check_like(a.d_k, a.k, 4, false);
   check_like(a.d_v, a.k, 4, false);
-  check_tensor(a.lse, "lse", 3, true);
+  check_tensor(a.lse, 3, true);
   for (int ax = 0; ax < 3; ++ax) a.lse.check_dim(ax, a.q.dim(ax));
   std::vector<float> delta = row_deltas(p, a, pool);
   pool.parallel_for(static_cast<int64_t>(p.batch) * p.heads_q * p.q_tiles,

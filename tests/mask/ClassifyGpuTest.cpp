@@ -35,8 +35,10 @@ struct Bound {
 Bound bind_all(const AttentionProgram& p, const EvalContext& ctx) {
   Bound out;
   auto dtype = [](ElemType e) {
-    return e == ElemType::I32 ? DType::I32 : e == ElemType::F32 ? DType::F32
-           : e == ElemType::BF16 ? DType::BF16 : DType::F16;
+    return e == ElemType::I32    ? DType::I32
+           : e == ElemType::F32  ? DType::F32
+           : e == ElemType::BF16 ? DType::BF16
+                                 : DType::F16;
   };
   for (const BufferDecl& b : p.buffers) {
     const BufferView& v = ctx.buffers.at(b.name);
@@ -57,8 +59,8 @@ Bound bind_all(const AttentionProgram& p, const EvalContext& ctx) {
       out.host.param(q.name, x);
       out.device.param(q.name, x);
     } else {
-      float x = static_cast<float>(std::holds_alternative<double>(v) ? std::get<double>(v)
-                                                                      : double(std::get<int64_t>(v)));
+      float x = static_cast<float>(
+          std::holds_alternative<double>(v) ? std::get<double>(v) : double(std::get<int64_t>(v)));
       out.host.param(q.name, x);
       out.device.param(q.name, x);
     }
@@ -98,8 +100,9 @@ TEST(ClassifyGpu, IndexOnlyMasksMatchTheCpu) {
     p.name = name;
     p.mask = mask;
     LoweredAttention l = lower(p);
-    for (BlockMaskShape s : {BlockMaskShape{.batch = 2, .heads = 4, .seq_q = 2000, .seq_kv = 2000},
-                             BlockMaskShape{.batch = 1, .heads = 2, .seq_q = 1000, .seq_kv = 1777}}) {
+    for (BlockMaskShape s :
+         {BlockMaskShape{.batch = 2, .heads = 4, .seq_q = 2000, .seq_kv = 2000},
+          BlockMaskShape{.batch = 1, .heads = 2, .seq_q = 1000, .seq_kv = 1777}}) {
       BlockMask gpu = analyse_block_mask_gpu(l, Bindings{}, s);
       BlockMask cpu = analyse_block_mask(l, Bindings{}, s);
       BlockMask ref = reference_block_mask(l, Bindings{}, s);
@@ -119,8 +122,8 @@ TEST(ClassifyGpu, RandomMaskProgramsAreSound) {
     MaskBindings mb = random_mask_bindings(rng, p, 2, 2, 300);
     Bound bound = bind_all(p, mb.ctx);
     LoweredAttention l = lower(p);
-    BlockMaskShape s{.batch = 2, .heads = 2, .seq_q = 250, .seq_kv = 280, .block_q = 16,
-                     .block_kv = 8};
+    BlockMaskShape s{
+        .batch = 2, .heads = 2, .seq_q = 250, .seq_kv = 280, .block_q = 16, .block_kv = 8};
     BlockMask gpu = analyse_block_mask_gpu(l, bound.device, s);
     BlockMask ref = reference_block_mask(l, bound.host, s);
     differ += compare(gpu, ref, "random #" + std::to_string(i));

@@ -45,7 +45,8 @@ void compile(const AttentionProgram& p, const std::string& what) {
       CompileResult r = nvrtc_compile(request(src, arch));
       EXPECT_FALSE(r.cubin.empty()) << what;
       EXPECT_EQ(r.log.find("warning"), std::string::npos) << what << " (" << arch << "):\n"
-                                                          << r.log << "\n" << src.cuda.source;
+                                                          << r.log << "\n"
+                                                          << src.cuda.source;
     } catch (const std::exception& e) {
       ADD_FAILURE() << what << " (" << arch << "):\n" << e.what();
       return;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "compiler/BufferSummary.h"
@@ -126,6 +127,35 @@ TEST(IntervalFuzz, MaskShapedProgramsAreSound) {
     if (!check_program(p.mask, bind.ctx, rng, 25, 2, 2, seq + 4, tally)) return;
   }
   report("mask-shaped programs", tally);
+}
+
+// i32 operations at the edges of the range (wrap, INT_MIN / -1, abs(INT_MIN), division and
+// modulo by ranges through 0), compared with constants near the result.
+TEST(IntervalFuzz, IntegerEdgesAreSound) {
+  int64_t total = long_fuzz() ? 200000 : 5000;
+  std::mt19937_64 rng(31);
+  const int64_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
+  auto near = [&]() -> int64_t {
+    switch (rng() % 4) {
+      case 0: return kMin + static_cast<int64_t>(rng() % 8);
+      case 1: return kMax - static_cast<int64_t>(rng() % 8);
+      default: return static_cast<int64_t>(rng() % 17) - 8;
+    }
+  };
+  static const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Min, Op::Max};
+  static const Op cmps[] = {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge};
+  Tally tally;
+  EvalContext ctx;
+  while (tally.cases < total) {
+    // q + A and kv + B stay in i32 over the boxes below (q, kv < 16), so they are exact.
+    Expr x = ir::make(Op::Add, {ir::make_var(var::q), ir::make_int(std::min(near(), kMax - 16))});
+    Expr y = ir::make(Op::Add, {ir::make_var(var::kv), ir::make_int(std::min(near(), kMax - 16))});
+    Expr v = ir::make(ops[rng() % 7], {x, y});
+    if (rng() % 3 == 0) v = ir::make(rng() % 2 ? Op::Neg : Op::Abs, {v});
+    Expr mask = ir::make(cmps[rng() % 6], {v, ir::make_int(near())});
+    if (!check_program(mask, ctx, rng, 4, 1, 1, 10, tally)) return;
+  }
+  report("i32 edges", tally);
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ TEST(MaskAnalysis, IndexOnlyMasksAreExact) {
   cases.push_back(make_case("all_false", lit(false)));
   cases.push_back(make_case("head_dependent", q - kv < h * 50 + 10 && q >= kv));
   {
-    Case c = make_case("chunked_param", q / Param("chunk", Type::I32) == kv / Param("chunk", Type::I32));
+    Case c =
+        make_case("chunked_param", q / Param("chunk", Type::I32) == kv / Param("chunk", Type::I32));
     c.program.params.push_back({"chunk", Type::I32});
     c.bind.param("chunk", 96);
     cases.push_back(std::move(c));
@@ -130,8 +131,12 @@ TEST(MaskAnalysis, RandomProgramsAreSoundWithPrecisionReport) {
   int64_t tiles = 0, exact = 0, uniform = 0, decided_uniform = 0;
   for (int i = 0; i < 300; ++i) {
     AttentionProgram p = random_mask_program(rng, 1 + static_cast<int>(rng() % 3));
-    BlockMaskShape s{.batch = 2, .heads = 2, .seq_q = 20 + static_cast<int>(rng() % 80),
-                     .seq_kv = 20 + static_cast<int>(rng() % 80), .block_q = 8, .block_kv = 4};
+    BlockMaskShape s{.batch = 2,
+                     .heads = 2,
+                     .seq_q = 20 + static_cast<int>(rng() % 80),
+                     .seq_kv = 20 + static_cast<int>(rng() % 80),
+                     .block_q = 8,
+                     .block_kv = 4};
     MaskBindings bind = random_mask_bindings(rng, p, 2, 2, 70);
     BlockMask got = analyse_block_mask(p.mask, bind.ctx, s, {.threads = 1});
     BlockMask want = reference_block_mask(p.mask, bind.ctx, s);
@@ -171,7 +176,8 @@ TEST(MaskAnalysis, MillionTokenCausalAndDocument) {
     std::printf("causal 1M: %.3f s, %zu runs, %zu bytes\n", secs, m.runs().size(), m.bytes());
     EXPECT_EQ(m.lists(), 1);
     EXPECT_LE(m.runs().size(), 2u * m.q_tiles());
-    EXPECT_LE(m.bytes(), 16u * (m.runs().size() + m.t_runs().size()) + 8u * (m.q_tiles() + m.kv_tiles()) + 64);
+    EXPECT_LE(m.bytes(),
+              16u * (m.runs().size() + m.t_runs().size()) + 8u * (m.q_tiles() + m.kv_tiles()) + 64);
     BlockMask::Counts n = m.counts();
     EXPECT_EQ(n.partial, 2 * m.q_tiles());
     EXPECT_LT(secs, 60.0);

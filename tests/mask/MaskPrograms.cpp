@@ -61,8 +61,8 @@ class MaskGenerator {
   }
 
   Expr doc(const Expr& pos) {
-    return ir::make_load("doc", Type::I32, {draw(rng_, 8) == 0 ? Expr(dsl::h) : Expr(dsl::b),
-                                            index_expr(pos)});
+    return ir::make_load("doc", Type::I32,
+                         {draw(rng_, 8) == 0 ? Expr(dsl::h) : Expr(dsl::b), index_expr(pos)});
   }
 
   Expr compare(const Expr& a, const Expr& b) {
@@ -134,10 +134,13 @@ MaskBindings random_mask_bindings(std::mt19937_64& rng, const AttentionProgram& 
       unsigned char* at = bytes.data() + i * elem_size(b.elem);
       if (b.elem == ElemType::I32) {
         int32_t v;
-        if (b.dims.size() == 1) v = static_cast<int32_t>(draw_range(rng, 0, seq));  // a length
+        if (b.dims.size() == 1)
+          v = static_cast<int32_t>(draw_range(rng, 0, seq));  // a length
         else if (sorted) {
-          if (i % row == 0) id = static_cast<int32_t>(draw_range(rng, -1, 2));
-          else if (draw(rng, 12) == 0) id += static_cast<int32_t>(draw_range(rng, 1, 3));
+          if (i % row == 0)
+            id = static_cast<int32_t>(draw_range(rng, -1, 2));
+          else if (draw(rng, 12) == 0)
+            id += static_cast<int32_t>(draw_range(rng, 1, 3));
           v = id;
         } else {
           v = static_cast<int32_t>(draw_range(rng, -2, 4));

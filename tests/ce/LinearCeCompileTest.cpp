@@ -1,0 +1,152 @@
+// The CI guard for the loss kernels: every kernel module each example loss program needs
+// (runtime/ProgramKernels.h, as `tilejit compile LOSS.tj --emit cubin` lists them) compiles with
+// NVRTC for sm_80 and sm_90a, through a kernel cache in a temporary directory. Needs NVRTC only,
+// no GPU. Also checks the generated glue: stable extern "C" names, shared modules that do not
+// depend on the program, and the clear refusal of a KL term.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "compiler/Error.h"
+#include "compiler/Lower.h"
+#include "compiler/codegen/LossKernels.h"
+#include "dsl/TextForm.h"
+#include "runtime/ProgramKernels.h"
+#include "tests/runtime/RuntimeTestSupport.h"
+
+namespace tilejit::testing {
+namespace {
+
+std::string example(const std::string& name) {
+  return std::string(TILEJIT_EXAMPLES_DIR) + "/" + name + ".tj";
+}
+
+const LossProgram& loss_of(const ParsedProgram& p) { return std::get<LossProgram>(p); }
+
+TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
+  LoweredLoss l = lower(loss_of(load_program(example("two_segments"))));
+  const std::string hash16 = l.hash.substr(0, 16);
+  LossKernelSource fwd =
+      generate_loss_module(l.program, l.logit_grad, LossModule::Forward, ElemType::BF16);
+  EXPECT_EQ(fwd.entries.at("linear_ce_fwd"), "tj_linear_ce_fwd_bf16_" + hash16);
+  EXPECT_EQ(fwd.cuda.entry, fwd.entries.at("linear_ce_fwd"));
+  EXPECT_NE(fwd.cuda.source.find("__launch_bounds__(tilejit_ce::CeFwdCta::kThreads, 1)"),
+            std::string::npos);
+  LossKernelSource grad =
+      generate_loss_module(l.program, l.logit_grad, LossModule::Gradient, ElemType::F16);
+  EXPECT_EQ(grad.entries.at("linear_ce_grad"), "tj_linear_ce_grad_f16_" + hash16);
+  EXPECT_NE(grad.cuda.source.find("constexpr bool kF16 = true;"), std::string::npos);
+  LossKernelSource products =
+      generate_loss_module(l.program, l.logit_grad, LossModule::Products, ElemType::BF16);
+  EXPECT_EQ(products.entries.at("linear_ce_dweight"), "tj_linear_ce_dweight_bf16");
+  LossKernelSource rows =
+      generate_loss_module(l.program, l.logit_grad, LossModule::Rows, ElemType::BF16);
+  EXPECT_EQ(rows.entries.at("linear_ce_merge"), "tj_linear_ce_merge");
+  EXPECT_EQ(rows.entries.size(), 14u);
+  for (const LossKernelSource* m : {&fwd, &grad, &products, &rows})
+    for (const auto& [kernel, entry] : m->entries) {
+      EXPECT_TRUE(entry.starts_with("tj_" + kernel)) << entry;
+      EXPECT_NE(m->cuda.source.find(" " + entry + "(\n"), std::string::npos) << entry;
+    }
+}
+
+TEST(LinearCeCodegen, SharedModulesDoNotDependOnTheProgram) {
+  LoweredLoss a = lower(loss_of(load_program(example("llama3"))));
+  LoweredLoss b = lower(loss_of(load_program(example("gemma2_softcap"))));
+  for (LossModule m : {LossModule::Rows, LossModule::Products}) {
+    EXPECT_EQ(generate_loss_module(a.program, a.logit_grad, m, ElemType::BF16).cuda.source,
+              generate_loss_module(b.program, b.logit_grad, m, ElemType::BF16).cuda.source);
+  }
+  EXPECT_NE(generate_loss_module(a.program, a.logit_grad, LossModule::Forward, ElemType::BF16)
+                .cuda.source,
+            generate_loss_module(b.program, b.logit_grad, LossModule::Forward, ElemType::BF16)
+                .cuda.source);
+}
+
+TEST(LinearCeCodegen, SoftcapHooksAreGenerated) {
+  LoweredLoss l = lower(loss_of(load_program(example("gemma2_softcap"))));
+  LossKernelSource fwd =
+      generate_loss_module(l.program, l.logit_grad, LossModule::Forward, ElemType::BF16);
+  EXPECT_NE(fwd.cuda.source.find("static constexpr bool kLogitIsIdentity = false;"),
+            std::string::npos);
+  EXPECT_NE(fwd.cuda.source.find("logit_grad(const TjArgs& a"), std::string::npos);
+  EXPECT_NE(fwd.cuda.source.find("float cap;"), std::string::npos);
+}
+
+TEST(LinearCeCompile, KlProgramIsRefusedClearly) {
+  ParsedProgram distill = load_program(example("distill"));
+  try {
+    program_kernels(distill);
+    FAIL() << "a KL program was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("KL term not supported on the GPU path yet"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LinearCeCompile, OnlyBf16AndF16Operands) {
+  KernelVariantOptions v;
+  v.dtype = DType::F32;
+  EXPECT_THROW(program_kernels(load_program(example("llama3")), v), UserError);
+}
+
+struct Job {
+  std::string program, arch;
+  ProgramKernel kernel;
+};
+
+// Every module of every example loss program, both archs; prints the compile times.
+TEST(LinearCeCompile, ExampleProgramsCompileForSm80AndSm90a) {
+  test::TempDir dir;
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  KernelCache cache(options);
+  std::vector<Job> jobs;
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (const char* name : {"llama3", "gemma2_softcap", "two_segments"})
+      for (ProgramKernel& k : program_kernels(load_program(example(name))))
+        jobs.push_back({name, arch, std::move(k)});
+  ASSERT_EQ(jobs.size(), 24u);  // 4 modules x 3 programs x 2 archs
+
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::vector<std::string> lines, failures;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < jobs.size();) {
+      const Job& j = jobs[i];
+      try {
+        CompiledKernel::Source how = CompiledKernel::Compiled;
+        auto k = cache.get(j.kernel.spec, j.arch, &how);
+        std::lock_guard<std::mutex> lock(mu);
+        if (k->cubin.empty()) failures.push_back(j.kernel.source.entry + ": empty cubin");
+        for (const std::string& e : k->entry_points)
+          if (!e.starts_with("tj_linear_ce_")) failures.push_back("unexpected entry " + e);
+        lines.push_back(fmt::format("{:<16} {:<7} {:<24} {:>7.2f} s{}", j.program, j.arch,
+                                    j.kernel.variant, k->compile_seconds,
+                                    how == CompiledKernel::Compiled ? "" : "  (shared)"));
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(fmt::format("{} {} {}: {}", j.program, j.arch, j.kernel.variant,
+                                       std::string(e.what()).substr(0, 4000)));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  unsigned threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  std::sort(lines.begin(), lines.end());
+  for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+  // Rows and products are shared by all three programs: 2 + 3 * 2 compiles per arch.
+  EXPECT_EQ(cache.stats().compiles, 16u);
+}
+
+}  // namespace
+}  // namespace tilejit::testing

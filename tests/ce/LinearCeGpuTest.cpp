@@ -1,0 +1,385 @@
+// Fused linear cross-entropy on the GPU (runtime/LinearCe.h) against the fp64 reference
+// (tests/support/LinearCeReference.h): loss, per-row loss, lse, dE, dC and dbias on fresh random
+// small problems, every output poisoned (NaN) before each run. Skipped without a GPU.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "compiler/Error.h"
+#include "dsl/TextForm.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/LinearCe.h"
+#include "tests/support/LinearCeReference.h"
+
+namespace tilejit::testing {
+namespace {
+
+// 16-bit storage of a float, and the float it rounds to.
+uint16_t to_bits(float v, DType dtype) {
+  if (dtype == DType::F16) {
+    _Float16 h = static_cast<_Float16>(v);
+    uint16_t b;
+    std::memcpy(&b, &h, 2);
+    return b;
+  }
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bits(uint16_t b, DType dtype) {
+  if (dtype == DType::F16) {
+    _Float16 h;
+    std::memcpy(&h, &b, 2);
+    return static_cast<float>(h);
+  }
+  uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct SegSpec {
+  int64_t begin, size;
+  bool bias;
+};
+
+struct Case {
+  const char* name;
+  std::string program;  // text form; segments named W0.. (weights) and b0.. (biases)
+  std::vector<SegSpec> segments;
+  int64_t n = 0, d = 0;
+  double ignored = 0.1;
+  double peak = 0;  // > 0: E rows lean towards their target's weight (sparse softmax rows)
+  float cap = 0;    // the program's `cap` param, when it has one
+  float threshold = -1;
+  DType dtype = DType::BF16;
+  uint64_t seed = 1;
+};
+
+std::string layout_text(const std::vector<SegSpec>& segs) {
+  std::string s;
+  for (size_t i = 0; i < segs.size(); ++i)
+    s += fmt::format("  segment s{} : [{}, {}) weight W{}{}\n", i, segs[i].begin,
+                     segs[i].begin + segs[i].size, i,
+                     segs[i].bias ? fmt::format(" bias b{}", i) : "");
+  return s;
+}
+
+// Relative L2 error of `got` against `want`; NaN anywhere is infinite.
+struct RelErr {
+  double num = 0, den = 0;
+  bool nan = false;
+  void add(float got, double want) {
+    if (!std::isfinite(got)) nan = true;
+    num += (got - want) * (got - want);
+    den += want * want;
+  }
+  double value() const {
+    return nan ? INFINITY : (den > 0 ? std::sqrt(num / den) : std::sqrt(num));
+  }
+};
+
+class Problem {
+ public:
+  explicit Problem(const Case& c) : c_(c), prog_(std::get<LossProgram>(parse_program(c.program))) {
+    std::mt19937_64 rng(c.seed);
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<double> uni;
+    int64_t live = 0;
+    for (const SegSpec& s : c.segments) live += s.size;
+    // Weights ~ N(0, 1/D); biases ~ N(0, 1).
+    for (size_t i = 0; i < c.segments.size(); ++i) {
+      const SegSpec& s = c.segments[i];
+      weights_.push_back(round(random(s.size * c.d, 1.f / std::sqrt(float(c.d)), rng)));
+      biases_.push_back(s.bias ? round(random(s.size, 1.f, rng)) : std::vector<float>());
+    }
+    targets_.resize(c.n);
+    hidden_.resize(c.n * c.d);
+    for (int64_t r = 0; r < c.n; ++r) {
+      int64_t pick = static_cast<int64_t>(uni(rng) * live);
+      size_t seg = 0;
+      while (pick >= c.segments[seg].size) pick -= c.segments[seg++].size;
+      bool ignore = uni(rng) < c.ignored;
+      targets_[r] = ignore ? -100 : static_cast<int32_t>(c.segments[seg].begin + pick);
+      for (int64_t k = 0; k < c.d; ++k) {
+        float lean = c.peak > 0 ? float(c.peak) * weights_[seg][pick * c.d + k] : 0.f;
+        hidden_[r * c.d + k] = lean + normal(rng);
+      }
+    }
+    hidden_ = round(hidden_);
+  }
+
+  // Uploads, runs forward and backward with poisoned caller outputs, and compares.
+  void check(double tol = 1e-2) {
+    const Case& c = c_;
+    Bindings bind;
+    std::vector<DeviceBuffer> keep;
+    auto upload16 = [&](const std::vector<float>& v, std::vector<int64_t> shape, std::string name) {
+      std::vector<uint16_t> bits(v.size());
+      for (size_t i = 0; i < v.size(); ++i) bits[i] = to_bits(v[i], c.dtype);
+      keep.push_back(DeviceBuffer::from_host(bits));
+      return TensorView::contiguous(keep.back().data(), c.dtype, std::move(shape),
+                                    TensorView::Where::Device, std::move(name));
+    };
+    auto output = [&](size_t floats, std::vector<int64_t> shape, std::string name) {
+      keep.emplace_back(std::max<size_t>(floats, 1) * 4);
+      keep.back().fill_bytes(0xff);  // NaN
+      return TensorView::contiguous(keep.back().data(), DType::F32, std::move(shape),
+                                    TensorView::Where::Device, std::move(name));
+    };
+    for (size_t i = 0; i < c.segments.size(); ++i) {
+      bind.buffer(fmt::format("W{}", i), upload16(weights_[i], {c.segments[i].size, c.d}, "W"));
+      if (c.segments[i].bias)
+        bind.buffer(fmt::format("b{}", i), upload16(biases_[i], {c.segments[i].size}, "b"));
+    }
+    if (c.cap > 0) bind.param("cap", c.cap);
+    TensorView E = upload16(hidden_, {c.n, c.d}, "E");
+    keep.push_back(DeviceBuffer::from_host(targets_));
+    TensorView targets = TensorView::contiguous(keep.back().data(), DType::I32, {c.n},
+                                                TensorView::Where::Device, "targets");
+    LinearCeOutputs outs{output(1, {1}, "loss"), output(c.n, {c.n}, "row_loss"),
+                         output(c.n, {c.n}, "lse")};
+    LinearCeOptions options;
+    options.filter_threshold = c.threshold;
+    LinearCeForward fwd =
+        linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs);
+
+    const bool none = prog_.reduction == Reduction::None;
+    std::vector<float> upstream(none ? c.n : 1, 1.f);
+    std::mt19937 rng(c.seed + 7);
+    for (float& u : upstream) u = 0.5f + float(rng() % 1000) / 1000.f;
+    keep.push_back(DeviceBuffer::from_host(upstream));
+    TensorView grad_loss =
+        TensorView::contiguous(keep.back().data(), DType::F32, {int64_t(upstream.size())},
+                               TensorView::Where::Device, "grad_loss");
+    LinearCeGradOutputs gouts;
+    gouts.d_hidden = output(c.n * c.d, {c.n, c.d}, "dE");
+    for (const SegSpec& s : c.segments) {
+      gouts.d_weight.push_back(output(s.size * c.d, {s.size, c.d}, "dC"));
+      gouts.d_bias.push_back(s.bias ? std::optional(output(s.size, {s.size}, "db")) : std::nullopt);
+    }
+    LinearCeGradients g = linear_cross_entropy_backward(fwd, grad_loss, nullptr, gouts);
+    Driver::get()->context_synchronize();
+
+    RefLinearCe ref;
+    ref.n_rows = c.n;
+    ref.dim = c.d;
+    ref.hidden = hidden_.data();
+    ref.targets = targets_.data();
+    ref.ignore_index = prog_.ignore_index;
+    ref.label_smoothing = prog_.label_smoothing;
+    ref.z_loss = prog_.z_loss;
+    ref.reduction = none                                ? RefReduction::None
+                    : prog_.reduction == Reduction::Sum ? RefReduction::Sum
+                                                        : RefReduction::Mean;
+    if (c.cap > 0) {
+      double cap = c.cap;
+      ref.logit_mod = [cap](double x, int64_t, int64_t) { return cap * std::tanh(x / cap); };
+      ref.logit_grad = [cap](double x, int64_t, int64_t) {
+        double t = std::tanh(x / cap);
+        return 1 - t * t;
+      };
+    }
+    for (size_t i = 0; i < c.segments.size(); ++i)
+      ref.segments.push_back({c.segments[i].begin, c.segments[i].size, weights_[i].data(),
+                              c.segments[i].bias ? biases_[i].data() : nullptr});
+    ref.upstream = upstream.data();
+    RefLinearCeResult want = reference_linear_ce(ref);
+
+    auto host = [](const TensorView& t) {
+      std::vector<float> v(t.numel());
+      Driver::get()->memcpy_dtoh(v.data(), t.device_ptr(), v.size() * 4);
+      return v;
+    };
+    RelErr loss, rows, lse, dh, dw, db;
+    loss.add(host(fwd.loss)[0], want.loss);
+    std::vector<float> got_rows = host(fwd.row_loss), got_lse = host(fwd.lse);
+    for (int64_t r = 0; r < c.n; ++r) {
+      rows.add(got_rows[r], want.row_loss[r]);
+      lse.add(got_lse[r], want.lse[r]);
+    }
+    std::vector<float> got_dh = host(g.d_hidden);
+    for (size_t i = 0; i < got_dh.size(); ++i) dh.add(got_dh[i], want.d_hidden[i]);
+    for (size_t s = 0; s < c.segments.size(); ++s) {
+      std::vector<float> got = host(g.d_weight[s]);
+      for (size_t i = 0; i < got.size(); ++i) dw.add(got[i], want.d_weight[s][i]);
+      if (!c.segments[s].bias) continue;
+      std::vector<float> gb = host(*g.d_bias[s]);
+      for (size_t i = 0; i < gb.size(); ++i) db.add(gb[i], want.d_bias[s][i]);
+    }
+    std::printf("%-28s loss %.2e rows %.2e lse %.2e dE %.2e dC %.2e db %.2e (kept %lld, thr %g)\n",
+                c.name, loss.value(), rows.value(), lse.value(), dh.value(), dw.value(), db.value(),
+                (long long)fwd.n_kept, fwd.filter_threshold);
+    EXPECT_LE(loss.value(), tol);
+    EXPECT_LE(rows.value(), tol);
+    EXPECT_LE(lse.value(), tol);
+    EXPECT_LE(dh.value(), tol);
+    EXPECT_LE(dw.value(), tol);
+    EXPECT_LE(db.value(), tol);
+    last_dh_ = got_dh;
+    last_threshold_ = fwd.filter_threshold;
+  }
+
+  const std::vector<float>& last_d_hidden() const { return last_dh_; }
+  float last_threshold() const { return last_threshold_; }
+  std::vector<int32_t>& targets() { return targets_; }
+
+ private:
+  static std::vector<float> random(int64_t n, float scale, std::mt19937_64& rng) {
+    std::normal_distribution<float> normal;
+    std::vector<float> v(n);
+    for (float& x : v) x = scale * normal(rng);
+    return v;
+  }
+  std::vector<float> round(std::vector<float> v) const {
+    for (float& x : v) x = from_bits(to_bits(x, c_.dtype), c_.dtype);
+    return v;
+  }
+
+  Case c_;
+  LossProgram prog_;
+  std::vector<std::vector<float>> weights_, biases_;
+  std::vector<float> hidden_;
+  std::vector<int32_t> targets_;
+  std::vector<float> last_dh_;
+  float last_threshold_ = -1;
+};
+
+class LinearCeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_available()) GTEST_SKIP() << "no GPU: " << Driver::unavailable_reason();
+    Driver::get()->use_device(0);
+  }
+};
+
+const std::vector<SegSpec> kGapped = {{0, 1000, false}, {1130, 200, true}};
+
+Case gapped(const char* name, float threshold) {
+  return {.name = name,
+          .program = "loss gapped {\n" + layout_text(kGapped) + "}\n",
+          .segments = kGapped,
+          .n = 300,
+          .d = 128,
+          .peak = 20,
+          .threshold = threshold,
+          .seed = 3};
+}
+
+TEST_F(LinearCeGpu, SegmentsWithGapsFiltered) { Problem(gapped("gaps_bias_filtered", -1)).check(); }
+
+TEST_F(LinearCeGpu, SegmentsWithGapsExact) { Problem(gapped("gaps_bias_exact", 0)).check(); }
+
+TEST_F(LinearCeGpu, SoftcapSmoothingZLossSum) {
+  std::vector<SegSpec> segs = {{0, 700, false}};
+  Case c{.name = "softcap_smooth_zloss_sum",
+         .program = "loss capped {\n  param cap : f32\n" + layout_text(segs) +
+                    "  logit = cap * tanh(logit / cap)\n  label_smoothing = 0.1\n"
+                    "  z_loss = 0.001\n  reduction = sum\n}\n",
+         .segments = segs,
+         .n = 200,
+         .d = 64,
+         .cap = 5,
+         .seed = 5};
+  Problem p(c);
+  p.check();
+  EXPECT_EQ(p.last_threshold(), 0.f) << "smoothing with a logit_mod must turn filtering off";
+}
+
+TEST_F(LinearCeGpu, NoneReductionAnalyticSmoothingFiltered) {
+  std::vector<SegSpec> segs = {{5, 900, false}};
+  Case c{.name = "none_smooth_zloss_filtered",
+         .program = "loss flat {\n" + layout_text(segs) +
+                    "  label_smoothing = 0.05\n  z_loss = 0.0001\n  reduction = none\n}\n",
+         .segments = segs,
+         .n = 257,
+         .d = 256,
+         .peak = 20,
+         .seed = 7};
+  Problem(c).check();
+}
+
+TEST_F(LinearCeGpu, ThreeSegmentsF16) {
+  std::vector<SegSpec> segs = {{5, 700, true}, {800, 129, false}, {1000, 1, true}};
+  Case c{.name = "three_segments_f16",
+         .program = "loss three {\n" + layout_text(segs) + "}\n",
+         .segments = segs,
+         .n = 150,
+         .d = 72,
+         .ignored = 0.3,
+         .threshold = 0,
+         .dtype = DType::F16,
+         .seed = 9};
+  Problem(c).check();
+}
+
+TEST_F(LinearCeGpu, AllRowsIgnored) {
+  Case c = gapped("all_ignored", -1);
+  c.ignored = 1.0;
+  Problem(c).check();
+}
+
+TEST_F(LinearCeGpu, Deterministic) {
+  Problem p(gapped("deterministic", -1));
+  p.check();
+  std::vector<float> first = p.last_d_hidden();
+  p.check();
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+}
+
+TEST_F(LinearCeGpu, DeadTargetIsAUserError) {
+  Problem p(gapped("dead_target", -1));
+  p.targets()[17] = 1050;  // between the two segments
+  try {
+    p.check();
+    FAIL() << "a dead target was accepted";
+  } catch (const UserError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("'targets'[17] = 1050"), std::string::npos) << m;
+    EXPECT_NE(m.find("dead id"), std::string::npos) << m;
+  }
+}
+
+TEST_F(LinearCeGpu, BackwardMisuseIsAUserError) {
+  LossProgram prog =
+      std::get<LossProgram>(parse_program("loss one {\n" + layout_text({{0, 300, false}}) + "}\n"));
+  const int64_t n = 16, d = 64;
+  std::vector<uint16_t> zeros(300 * d, 0);
+  DeviceBuffer w = DeviceBuffer::from_host(zeros), e = DeviceBuffer::from_host(zeros);
+  DeviceBuffer t = DeviceBuffer::from_host(std::vector<int32_t>(n, 3));
+  DeviceBuffer scratch(300 * d * 4);
+  auto view = [](const DeviceBuffer& b, DType dt, std::vector<int64_t> shape, const char* name) {
+    return TensorView::contiguous(b.data(), dt, std::move(shape), TensorView::Where::Device, name);
+  };
+  LinearCeForward fwd =
+      linear_cross_entropy_forward(prog, view(e, DType::BF16, {n, d}, "E"),
+                                   Bindings{{"W0", view(w, DType::BF16, {300, d}, "w")}},
+                                   view(t, DType::I32, {n}, "targets"), {}, nullptr);
+  auto expect_error = [&](const TensorView& grad, const LinearCeGradOutputs& outs,
+                          const std::string& needle) {
+    try {
+      linear_cross_entropy_backward(fwd, grad, nullptr, outs);
+      ADD_FAILURE() << "no error naming " << needle;
+    } catch (const UserError& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  // Mean reduction: dL/dloss is one element.
+  expect_error(view(scratch, DType::F32, {2}, "grad_loss"), {}, "'grad_loss'");
+  expect_error(view(scratch, DType::BF16, {1}, "grad_loss"), {}, "'grad_loss'");
+  LinearCeGradOutputs bad_dc;
+  bad_dc.d_weight = {view(scratch, DType::F32, {300, d + 8}, "dC_W0")};
+  expect_error(view(scratch, DType::F32, {1}, "grad_loss"), bad_dc, "'dC_W0'");
+  LinearCeGradOutputs bad_de;
+  bad_de.d_hidden = view(scratch, DType::F32, {n + 1, d}, "dE");
+  expect_error(view(scratch, DType::F32, {1}, "grad_loss"), bad_de, "'dE'");
+}
+
+}  // namespace
+}  // namespace tilejit::testing
