@@ -83,25 +83,99 @@ BlockMask BlockMask::from_dense(const BlockMaskShape& shape, const uint8_t* mask
   });
 }
 
-// Scatters the forward runs into per-kv-tile lists. Walking q tiles in increasing order keeps
-// each transposed list sorted, so consecutive tiles of one kind merge into runs as they come.
+BlockMask BlockMask::from_rows(const BlockMaskShape& shape,
+                               const std::vector<std::vector<TileRun>>& rows) {
+  BlockMask m;
+  m.init_shape(shape);
+  size_t expected = static_cast<size_t>(m.lists()) * m.q_tiles_;
+  if (rows.size() != expected)
+    throw std::invalid_argument("BlockMask::from_rows: expected " + std::to_string(expected) +
+                                " run lists, got " + std::to_string(rows.size()));
+  m.offsets_.reserve(expected + 1);
+  m.offsets_.push_back(0);
+  for (const std::vector<TileRun>& row : rows) {
+    int32_t begin = static_cast<int32_t>(m.runs_.size());
+    int32_t next_free = 0;
+    for (const TileRun& run : row) {
+      if (run.count() <= 0 || run.first < next_free || run.first + run.count() > m.kv_tiles_)
+        throw std::invalid_argument("BlockMask::from_rows: runs must be non-empty, sorted, "
+                                    "non-overlapping and inside the kv tiles");
+      next_free = run.first + run.count();
+      TileRun* last = static_cast<int32_t>(m.runs_.size()) > begin ? &m.runs_.back() : nullptr;
+      if (last && last->full() == run.full() && last->first + last->count() == run.first)
+        *last = TileRun::make(last->first, last->count() + run.count(), run.full());
+      else
+        m.runs_.push_back(run);
+    }
+    m.offsets_.push_back(static_cast<int32_t>(m.runs_.size()));
+  }
+  m.build_transposed();
+  return m;
+}
+
+namespace {
+
+// One row's classes as a walk over kv tiles: the class at kt and the next kt where it may
+// change, from the row's sorted runs.
+struct RowCursor {
+  const TileRun* run;
+  const TileRun* end;
+
+  // Class of [kt, stop) and stop (the first kt after kt where the class can change).
+  TileClass at(int kt, int kv_tiles, int* stop) {
+    while (run != end && run->first + run->count() <= kt) ++run;
+    if (run == end) {
+      *stop = kv_tiles;
+      return TileClass::Empty;
+    }
+    if (kt < run->first) {
+      *stop = run->first;
+      return TileClass::Empty;
+    }
+    *stop = run->first + run->count();
+    return run->full() ? TileClass::Full : TileClass::Partial;
+  }
+};
+
+}  // namespace
+
+// The transposed lists (per kv tile, runs of q tiles), in time proportional to the runs: a
+// column's class changes between q tiles qt-1 and qt only where the two rows' run lists
+// differ, so comparing consecutive rows yields every boundary of every column's runs, in
+// increasing qt order.
 void BlockMask::build_transposed() {
-  std::vector<std::vector<TileRun>> per_kt(kv_tiles_);
+  struct Boundary {
+    int32_t qt;
+    TileClass c;
+  };
+  std::vector<std::vector<Boundary>> per_kt(kv_tiles_);
   t_offsets_.assign(1, 0);
   t_runs_.clear();
+  const TileRun* none = nullptr;
   for (int l = 0; l < lists(); ++l) {
     for (auto& v : per_kt) v.clear();
-    for (int qt = 0; qt < q_tiles_; ++qt) {
-      size_t i = static_cast<size_t>(l) * q_tiles_ + qt;
-      for (int32_t r = offsets_[i]; r < offsets_[i + 1]; ++r) {
-        const TileRun& run = runs_[r];
-        TileClass c = run.full() ? TileClass::Full : TileClass::Partial;
-        for (int kt = run.first; kt < run.first + run.count(); ++kt)
-          append_tile(per_kt[kt], 0, qt, c);
+    for (int qt = 0; qt <= q_tiles_; ++qt) {
+      size_t prev = static_cast<size_t>(l) * q_tiles_ + qt - 1, cur = prev + 1;
+      const TileRun* base = runs_.data();
+      RowCursor a = qt > 0 ? RowCursor{base + offsets_[prev], base + offsets_[prev + 1]}
+                           : RowCursor{none, none};
+      RowCursor b = qt < q_tiles_ ? RowCursor{base + offsets_[cur], base + offsets_[cur + 1]}
+                                  : RowCursor{none, none};
+      for (int kt = 0; kt < kv_tiles_;) {
+        int stop_a, stop_b;
+        TileClass ca = a.at(kt, kv_tiles_, &stop_a), cb = b.at(kt, kv_tiles_, &stop_b);
+        int stop = std::min(stop_a, stop_b);
+        if (ca != cb)
+          for (int k = kt; k < stop; ++k) per_kt[k].push_back({qt, cb});
+        kt = stop;
       }
     }
     for (int kt = 0; kt < kv_tiles_; ++kt) {
-      t_runs_.insert(t_runs_.end(), per_kt[kt].begin(), per_kt[kt].end());
+      const std::vector<Boundary>& bs = per_kt[kt];
+      for (size_t i = 0; i + 1 < bs.size(); ++i)
+        if (bs[i].c != TileClass::Empty)
+          t_runs_.push_back(
+              TileRun::make(bs[i].qt, bs[i + 1].qt - bs[i].qt, bs[i].c == TileClass::Full));
       t_offsets_.push_back(static_cast<int32_t>(t_runs_.size()));
     }
   }

@@ -60,6 +60,11 @@ class BlockMask {
   // with element strides; O(seq_q * seq_kv) per (b, h), the interop path.
   static BlockMask from_dense(const BlockMaskShape& shape, const uint8_t* mask,
                               const int64_t strides[4]);
+  // Run lists already built, one per (b, h, qt) at (b * heads + h) * q_tiles + qt, each sorted
+  // and non-overlapping (adjacent runs of one kind are merged here). O(runs) work: the way
+  // to build masks of millions of tokens, where a call per tile would dominate.
+  static BlockMask from_rows(const BlockMaskShape& shape,
+                             const std::vector<std::vector<TileRun>>& rows);
 
   const BlockMaskShape& shape() const { return shape_; }
   int q_tiles() const { return q_tiles_; }

@@ -114,23 +114,6 @@ class RowClassifier {
   const CompiledEval* refine_;
 };
 
-// Builds the BlockMask from per-row run lists, serving the classifier from each row's runs in
-// order (from_classifier walks tiles in increasing order within a row).
-BlockMask from_rows(const BlockMaskShape& shape, const Geometry& g,
-                    const std::vector<std::vector<TileRun>>& rows) {
-  size_t cur_row = SIZE_MAX, pos = 0;
-  int last_kt = 0;
-  return BlockMask::from_classifier(shape, [&](int b, int h, int qt, int kt) {
-    size_t r = (static_cast<size_t>(b) * shape.heads + h) * g.q_tiles + qt;
-    if (r != cur_row || kt < last_kt) cur_row = r, pos = 0;
-    last_kt = kt;
-    const std::vector<TileRun>& runs = rows[r];
-    while (pos < runs.size() && runs[pos].first + runs[pos].count() <= kt) ++pos;
-    if (pos == runs.size() || kt < runs[pos].first) return TileClass::Empty;
-    return runs[pos].full() ? TileClass::Full : TileClass::Partial;
-  });
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -195,7 +178,7 @@ BlockMask analyse_block_mask(const Expr& mask, const EvalContext& bindings,
   }
   double classify_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  BlockMask mask_out = from_rows(ext, g, rows);
+  BlockMask mask_out = BlockMask::from_rows(ext, rows);
   if (stats != nullptr) {
     stats->box_evaluations = evaluations;
     stats->refined_tiles = refined;
