@@ -17,16 +17,7 @@ namespace {
 
 using namespace tilejit;
 
-AttentionProgram doc_softcap() {
-  dsl::Buffer doc("doc", ElemType::I32, {"B", "S"});
-  dsl::Param cap("cap", Type::F32);
-  return AttentionBuilder("doc_softcap")
-      .buffer(doc)
-      .param(cap)
-      .mask(stdlib::document(doc) && stdlib::causal())
-      .score(stdlib::softcap(cap))
-      .build();
-}
+AttentionProgram doc_softcap() { return stdlib::standard_attention_program("doc_softcap"); }
 
 void BM_BuildAndHash(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(program_hash(doc_softcap()));

@@ -1,5 +1,6 @@
 #include "dsl/Stdlib.h"
 
+#include "compiler/Error.h"
 #include "dsl/Builders.h"
 
 namespace tilejit::stdlib {
@@ -86,6 +87,12 @@ std::vector<LossProgram> standard_loss_programs() {
           .kl(0.15, 1.0, {Segment{"vocab", 0, 248320, "W_teacher", ""}})
           .build(),
   };
+}
+
+AttentionProgram standard_attention_program(std::string_view name) {
+  for (AttentionProgram& p : standard_attention_programs())
+    if (p.name == name) return p;
+  user_error("no standard attention program named '{}'", name);
 }
 
 }  // namespace tilejit::stdlib

@@ -3,6 +3,7 @@
 // plus the ready-made example programs that tests and the demo share with examples/programs/.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "compiler/Program.h"
@@ -29,5 +30,7 @@ Expr softcap(Expr cap, const Expr& value = dsl::score);  // cap * tanh(value / c
 // file's stem.
 std::vector<AttentionProgram> standard_attention_programs();
 std::vector<LossProgram> standard_loss_programs();
+// One of them by name (UserError if there is none).
+AttentionProgram standard_attention_program(std::string_view name);
 
 }  // namespace tilejit::stdlib

@@ -153,6 +153,42 @@ std::string decode_cache_entry(std::string_view bytes, const std::string& key,
   return {};
 }
 
+CacheEntryInfo inspect_cache_entry(std::string_view bytes) {
+  CacheEntryInfo info;
+  if (bytes.size() < kMagic.size() + 8 + kDigestBytes) {
+    info.problem = "truncated (too short)";
+    return info;
+  }
+  if (bytes.substr(0, kMagic.size()) != kMagic) {
+    info.problem = "not a tilejit cache entry (bad magic)";
+    return info;
+  }
+  std::string_view body = bytes.substr(0, bytes.size() - kDigestBytes);
+  size_t pos = kMagic.size();
+  uint32_t format = 0, header_len = 0;
+  get_int(body, pos, format);
+  if (!get_int(body, pos, header_len) || body.size() - pos < header_len) {
+    info.problem = "truncated header";
+    return info;
+  }
+  info.fields = parse_header(body.substr(pos, header_len));
+  pos += header_len;
+  uint64_t payload_len = 0;
+  bool whole = get_int(body, pos, payload_len) && body.size() - pos == payload_len;
+  info.payload_bytes = whole ? payload_len : 0;
+  if (digest_bytes(body) != bytes.substr(body.size())) {
+    info.problem = "checksum mismatch (corrupt or truncated)";
+  } else if (format != static_cast<uint32_t>(kCacheFormatVersion)) {
+    info.problem = fmt::format("format version {} (this tilejit writes {})", format,
+                               kCacheFormatVersion);
+  } else if (!whole) {
+    info.problem = "truncated or oversized payload";
+  } else if (info.fields["payload_sha256"] != sha256_hex(body.substr(pos))) {
+    info.problem = "payload checksum mismatch";
+  }
+  return info;
+}
+
 CacheEntryRead read_cache_entry(const std::filesystem::path& file, const std::string& key,
                                 const std::string& arch) {
   CacheEntryRead result;

@@ -11,7 +11,9 @@
 //   32-byte sha256 of everything above, so a flipped byte anywhere (metadata included) is caught
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -25,6 +27,16 @@ std::string encode_cache_entry(const CompiledKernel& kernel);
 // on `arch` made by this tilejit and NVRTC; otherwise returns what is wrong.
 std::string decode_cache_entry(std::string_view bytes, const std::string& key,
                                const std::string& arch, CompiledKernel& out);
+
+// The metadata of an entry whatever it was made for (cache maintenance, bundle tools): the header
+// fields ("key", "arch", "program", ...) and "" as `problem` when the whole entry is intact
+// (magic, format version, checksums, payload length); otherwise what is wrong.
+struct CacheEntryInfo {
+  std::map<std::string, std::string> fields;
+  uint64_t payload_bytes = 0;
+  std::string problem;
+};
+CacheEntryInfo inspect_cache_entry(std::string_view bytes);
 
 struct CacheEntryRead {
   enum Status {

@@ -48,16 +48,7 @@ struct AttentionDemo {
   int batch = 2, heads_q = 8, heads_kv = 2, seq = 700, head_dim = 64;
 };
 
-AttentionProgram demo_attention_program() {
-  dsl::Buffer doc("doc", ElemType::I32, {"B", "S"});
-  dsl::Param cap("cap", Type::F32);
-  return AttentionBuilder("doc_softcap")
-      .buffer(doc)
-      .param(cap)
-      .mask(stdlib::document(doc) && stdlib::causal())
-      .score(stdlib::softcap(cap))
-      .build();
-}
+AttentionProgram demo_attention_program() { return stdlib::standard_attention_program("doc_softcap"); }
 
 int run_attention(DemoDevice& dev, const AttentionDemo& s) {
   const AttentionProgram prog = demo_attention_program();
