@@ -18,8 +18,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 void parse_option(const std::string& word, AotManifestEntry& entry, const std::string& where) {
   size_t eq = word.find('=');
-  TILEJIT_USER_CHECK(eq != std::string::npos,
-                     "{}: expected dtype=... or head_dim=..., got '{}'", where, word);
+  TILEJIT_USER_CHECK(eq != std::string::npos, "{}: expected dtype=... or head_dim=..., got '{}'",
+                     where, word);
   std::string name = word.substr(0, eq);
   std::vector<std::string> values = split(word.substr(eq + 1), ',');
   TILEJIT_USER_CHECK(!values.empty(), "{}: {}= needs at least one value", where, name);
@@ -55,7 +55,7 @@ std::vector<AotManifestEntry> parse_aot_manifest(std::string_view text,
     if (!(words >> word)) continue;
     AotManifestEntry entry;
     entry.line = number;
-    entry.program_file = std::filesystem::path(word).is_absolute() ? word : base_dir / word;
+    entry.program_file = base_dir / word;  // an absolute path replaces base_dir
     std::string where = fmt::format("{}:{}", file, number);
     while (words >> word) parse_option(word, entry, where);
     if (entry.dtypes.empty()) entry.dtypes.push_back(DType::BF16);

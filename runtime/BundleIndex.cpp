@@ -199,7 +199,8 @@ std::string update_bundle_index(const std::filesystem::path& dir,
   }
   std::error_code ec;
   std::filesystem::rename(temp, dir / kBundleIndexFile, ec);
-  if (ec) return fmt::format("cannot write {}: {}", (dir / kBundleIndexFile).string(), ec.message());
+  if (ec)
+    return fmt::format("cannot write {}: {}", (dir / kBundleIndexFile).string(), ec.message());
   return {};
 }
 

@@ -15,6 +15,7 @@
 
 #include "compiler/Error.h"
 #include "compiler/Sha256.h"
+#include "runtime/BundleIndex.h"
 #include "runtime/CacheEntry.h"
 #include "runtime/Nvrtc.h"
 #include "runtime/Version.h"
@@ -60,6 +61,7 @@ struct KernelCache::State {
       in_flight;
   std::set<std::filesystem::path> unwritable_dirs;  // warned about once each
   std::filesystem::path default_root;               // resolved once; empty when there is none
+  std::once_flag bundle_checked;  // offline: the bundle index's versions, checked on first use
 
   std::atomic<uint64_t> compiles{0}, memory_hits{0}, disk_hits{0}, disk_rejected{0},
       disk_write_failures{0};
@@ -264,8 +266,13 @@ std::shared_ptr<const CompiledKernel> KernelCache::get(const KernelSpec& spec,
                                                        CompiledKernel::Source* how) {
   TILEJIT_USER_CHECK(!arch.empty(), "kernel {} ({}): no target architecture given",
                      spec.program_name, spec.variant);
-  const std::string k = key(spec, arch);
   State& s = *state_;
+  if (options_.offline && options_.use_disk && !options_.dir.empty()) {
+    // A bundle from another tilejit or NVRTC can serve nothing: say so instead of missing on
+    // every kernel. Not retried once passed; a throw leaves it to be checked again.
+    std::call_once(s.bundle_checked, [&] { check_bundle_versions(options_.dir); });
+  }
+  const std::string k = key(spec, arch);
 
   std::promise<std::shared_ptr<const CompiledKernel>> promise;
   {

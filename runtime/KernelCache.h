@@ -13,7 +13,9 @@
 // that group/others may write, is refused (it could have been planted) and rebuilt in memory.
 // A directory that cannot be written degrades to memory only, with one warning.
 //
-// TILEJIT_OFFLINE=1 (deployment): a miss throws OfflineMiss instead of compiling.
+// TILEJIT_OFFLINE=1 (deployment): a miss throws OfflineMiss instead of compiling. When the
+// directory is an AOT bundle (it has an index.json, runtime/BundleIndex.h) made by another
+// tilejit, NVRTC or cache format, the first lookup throws BundleVersionMismatch.
 #pragma once
 
 #include <cstddef>

@@ -28,5 +28,7 @@ struct CommandLine {
 int run_compile(const CommandLine& cmd);
 int run_demo(const CommandLine& cmd);
 int run_blockmask(const CommandLine& cmd);
+int run_aot(const CommandLine& cmd);
+int run_cache(const CommandLine& cmd);
 
 }  // namespace tilejit::cli

@@ -22,6 +22,11 @@ constexpr const char* kUsage =
     "  blockmask FILE.tj --seq-q N --seq-kv M [--batch B] [--heads H] [--bind NAME=FILE.bin]\n"
     "            [--param NAME=VALUE] [--json] [--refine]\n"
     "                                classify tiles (mask analysis) and print the block mask's size\n"
+    "  aot MANIFEST --arch sm_80,sm_90a --out DIR [--jobs N] [--plain]\n"
+    "                                compile every kernel of a manifest's programs into a bundle\n"
+    "                                (DIR/index.json); use it with TILEJIT_CACHE_DIR=DIR TILEJIT_OFFLINE=1\n"
+    "  cache ls|verify|prune [--dir DIR] [--fix] [--max-bytes N] [--older-than DAYS] [--dry-run]\n"
+    "                                list, check (--fix removes bad entries) or trim a kernel cache\n"
     "  demo [--quick]                compile the standard programs and run attention and a loss\n";
 
 int dispatch(int argc, char** argv) {
@@ -39,6 +44,11 @@ int dispatch(int argc, char** argv) {
         argc, argv, 2,
         {"seq-q", "seq-kv", "batch", "heads", "block-q", "block-kv", "bind", "param", "threads"},
         {"json", "refine"}));
+  if (command == "aot")
+    return run_aot(CommandLine::parse(argc, argv, 2, {"arch", "out", "jobs"}, {"plain"}));
+  if (command == "cache")
+    return run_cache(CommandLine::parse(argc, argv, 2, {"dir", "max-bytes", "older-than"},
+                                        {"fix", "dry-run"}));
   if (command == "demo") return run_demo(CommandLine::parse(argc, argv, 2, {}, {"quick"}));
   std::fputs(kUsage, command == "--help" || command == "help" ? stdout : stderr);
   return command == "--help" || command == "help" ? 0 : 2;
