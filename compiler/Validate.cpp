@@ -218,6 +218,22 @@ void validate(const AttentionProgram& p) {
   v.check_expr("score", p.score, Type::F32, {var::score, var::b, var::h, var::q, var::kv});
 }
 
+namespace {
+// The live ids of a layout as merged [begin, end) ranges.
+std::vector<std::pair<int64_t, int64_t>> live_ranges(std::vector<Segment> segs) {
+  std::sort(segs.begin(), segs.end(),
+            [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const Segment& s : segs) {
+    if (!out.empty() && out.back().second == s.begin)
+      out.back().second = s.end;
+    else
+      out.emplace_back(s.begin, s.end);
+  }
+  return out;
+}
+}  // namespace
+
 void validate(const LossProgram& p) {
   Validator v("loss", p.name, p.buffers, p.params);
   v.check_expr("logit", p.logit, Type::F32, {var::logit, var::row, var::id});
@@ -235,6 +251,10 @@ void validate(const LossProgram& p) {
       v.fail("kl temperature must be finite and > 0, got {}", format_f64(p.kl->temperature));
     std::set<std::string> teacher_names;  // the teacher's layout is a separate namespace
     check_segments(v, "teacher segment", p.kl->teacher_segments, teacher_names);
+    // KL(teacher || student) is finite only when both distributions live on the same ids.
+    if (!p.kl->teacher_segments.empty() &&
+        live_ranges(p.kl->teacher_segments) != live_ranges(p.segments))
+      v.fail("the teacher segments must cover exactly the student's live ids");
   }
 }
 

@@ -206,6 +206,24 @@ TEST(Validate, BadLossLayouts) {
         l.kl = KlTerm{0.5, 2.0, {{"t0", 10, 20, "teacher_head", ""}, {"t1", 15, 30, "t2", ""}}};
       },
       "teacher segments 't0' [10, 20) and 't1' [15, 30) overlap");
+  expect_bad(
+      [](LossProgram& l) {
+        l.kl = KlTerm{0.5, 2.0, {{"t0", 0, 10, "teacher_head", ""}}};
+      },
+      "the teacher segments must cover exactly the student's live ids");
+  // The same live ids split differently is fine.
+  LossProgram ok = loss();
+  std::vector<Segment> teacher;
+  for (const Segment& s : ok.segments) {
+    Segment a = s, b = s;
+    a.name = "ta_" + s.name, a.weight = "tw_a_" + s.name, a.end = s.begin + s.size() / 2;
+    b.name = "tb_" + s.name, b.weight = "tw_b_" + s.name, b.begin = a.end, b.bias = "";
+    a.bias = "";
+    teacher.push_back(a);
+    teacher.push_back(b);
+  }
+  ok.kl = KlTerm{0.5, 2.0, teacher};
+  EXPECT_NO_THROW(validate(ok));
 }
 
 }  // namespace

@@ -313,7 +313,15 @@ LossProgram random_loss_program(std::mt19937_64& rng, const RandomProgramOptions
     KlTerm kl;
     kl.alpha = 0.25 * static_cast<double>(draw_range(rng, 0, 4));
     kl.temperature = 0.5 * static_cast<double>(draw_range(rng, 1, 6));
-    if (chance(rng, 50)) kl.teacher_segments = random_segments(rng, "teacher_");
+    // A teacher layout covers exactly the student's live ids (its own weights).
+    if (chance(rng, 50)) {
+      kl.teacher_segments = p.segments;
+      for (Segment& s : kl.teacher_segments) {
+        s.name = "teacher_" + s.name;
+        s.weight = "teacher_" + s.weight;
+        if (!s.bias.empty()) s.bias = "teacher_" + s.bias;
+      }
+    }
     p.kl = std::move(kl);
   }
   if (chance(rng, 30)) p.ignore_index = -static_cast<int64_t>(draw_range(rng, 1, 200));
