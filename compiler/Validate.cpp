@@ -13,8 +13,6 @@
 
 namespace tilejit {
 
-namespace {
-
 bool is_identifier(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -23,7 +21,7 @@ bool is_identifier(std::string_view s) {
 }
 
 // Names an expression already gives a meaning to: variables, literals, functions and types.
-bool is_reserved(std::string_view s) {
+bool is_reserved_name(std::string_view s) {
   static const std::set<std::string_view> reserved = [] {
     std::set<std::string_view> r = {var::b,     var::h,     var::q, var::kv, var::row, var::id,
                                     var::score, var::logit, "true", "false", "bool",   "i32",
@@ -34,6 +32,8 @@ bool is_reserved(std::string_view s) {
   }();
   return reserved.count(s) > 0;
 }
+
+namespace {
 
 // Checks one program's declarations and expressions; every message names the program.
 class Validator {
@@ -46,7 +46,7 @@ class Validator {
     std::set<std::string_view> seen;
     auto declare = [&](std::string_view what, const std::string& n) {
       if (!is_identifier(n)) fail("{} name '{}' is not an identifier", what, n);
-      if (is_reserved(n)) fail("{} name '{}' is reserved (a variable or built-in name)", what, n);
+      if (is_reserved_name(n)) fail("{} name '{}' is reserved (a variable or built-in name)", what, n);
       if (!seen.insert(n).second) fail("'{}' is declared twice", n);
     };
     for (const BufferDecl& b : buffers) {

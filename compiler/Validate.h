@@ -12,9 +12,17 @@
 // A failure is a UserError "program 'NAME': <what> in `<expr>`".
 #pragma once
 
+#include <string_view>
+
 #include "compiler/Program.h"
 
 namespace tilejit {
+
+// A name the text form can spell: [A-Za-z_][A-Za-z0-9_]*.
+bool is_identifier(std::string_view s);
+// Names that mean something in programs (variables, literals, types, operators spelled as
+// words), so a buffer, param or segment may not take them.
+bool is_reserved_name(std::string_view s);
 
 void validate(const AttentionProgram& p);
 void validate(const LossProgram& p);

@@ -7,27 +7,6 @@
 
 namespace tilejit {
 
-bool is_identifier(std::string_view s) {
-  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if (s.empty() || !alpha(s[0])) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || digit(c); });
-}
-
-bool is_reserved_name(std::string_view s) {
-  // The same names compiler/Validate.h refuses: variables, literals, types and every operator
-  // spelled as a word.
-  static const std::set<std::string_view> kReserved = [] {
-    std::set<std::string_view> r = {var::b,     var::h,     var::q, var::kv, var::row, var::id,
-                                    var::score, var::logit, "true", "false", "bool",   "i32",
-                                    "f32",      "bf16",     "f16",  "inf",   "nan"};
-    for (int i = 0; i <= static_cast<int>(Op::Select); ++i)
-      if (is_identifier(op_spelling(static_cast<Op>(i)))) r.insert(op_spelling(static_cast<Op>(i)));
-    return r;
-  }();
-  return kReserved.count(s) > 0;
-}
-
 namespace {
 BufferDecl decl_of(const dsl::Buffer& b) { return {b.name(), b.elem(), b.dims()}; }
 ParamDecl decl_of(const dsl::Param& p) { return {p.name(), p.type()}; }

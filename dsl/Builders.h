@@ -16,15 +16,10 @@
 #include <vector>
 
 #include "compiler/Program.h"
+#include "compiler/Validate.h"
 #include "dsl/Expr.h"
 
 namespace tilejit {
-
-// A name the text form can spell: [A-Za-z_][A-Za-z0-9_]*.
-bool is_identifier(std::string_view s);
-// Names that mean something in programs (variables, literals, types, operators spelled as
-// words), so a buffer or param may not take them; the same list the validator applies.
-bool is_reserved_name(std::string_view s);
 
 class AttentionBuilder {
  public:
