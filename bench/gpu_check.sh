@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU host: configure, build (LLVM off), run the GPU tests and the kernel
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
-#   bench/gpu_check.sh OUTDIR [tests] [attention] [ce] [peers]   (default: tests attention ce)
+#   bench/gpu_check.sh OUTDIR [tests] [sanitize] [soak] [attention] [ce] [peers] [cepeers]
+#   (default: tests attention ce)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_check.sh OUTDIR [steps...]}
@@ -15,19 +16,20 @@ has() { [[ " $steps " == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 jobs=$(nproc)
+bdir=${TILEJIT_GPU_BUILD:-build-gpu}  # build tree, kept between calls on the GPU host
 
 if has tests; then
   t0=$(date +%s)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
+  cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
     -DTILEJIT_BUILD_BENCH=OFF >"$out/configure.log" 2>&1 &&
-    cmake --build build-gpu -j "$jobs" >"$out/build.log" 2>&1
+    cmake --build $bdir -j "$jobs" >"$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc ($(( $(date +%s) - t0 ))s)"
   if [ $rc -eq 0 ]; then
-    ctest --test-dir build-gpu --output-on-failure -j 4 >"$out/ctest.log" 2>&1
+    ctest --test-dir $bdir --output-on-failure -j 8 >"$out/ctest.log" 2>&1
     note "ctest: rc=$? $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
     grep -E '^\s*[0-9]+/[0-9]+ Test .*(Failed|\*\*\*)' "$out/ctest.log" | head -20 | tee -a "$summary"
-    build-gpu/tools/tilejit demo >"$out/demo.log" 2>&1
+    $bdir/tools/tilejit demo >"$out/demo.log" 2>&1
     note "demo: rc=$?"; tail -15 "$out/demo.log"
   else
     tail -30 "$out/build.log"
@@ -35,7 +37,7 @@ if has tests; then
 fi
 
 run_harness() {  # name
-  local name=$1 dir="build-gpu/harness"
+  local name=$1 dir="$bdir/harness"
   mkdir -p "$dir"
   if bash "tests/gpu/build_${name}_harness.sh" "$dir" >"$out/${name}_build.log" 2>&1; then
     timeout 300 "$dir/${name}_harness" "$out" >"$out/${name}.log" 2>&1
@@ -46,6 +48,24 @@ run_harness() {  # name
     note "$name harness: build failed"; tail -30 "$out/${name}_build.log"
   fi
 }
+if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
+  # memcheck + racecheck on the JIT-path GPU tests (small shapes; the cache is warm by now)
+  for t in attention/attention_gpu_test ce/linear_ce_gpu_test mask/tilejit_classify_gpu_tests; do
+    n=$(basename $t)
+    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $bdir/tests/$t \
+      --gtest_brief=1 >"$out/memcheck_$n.log" 2>&1
+    note "memcheck $n: rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck_$n.log" | tail -1)"
+  done
+fi
+if has soak && [ -x $bdir/tests/codegen/tilejit_dense_mask_gpu_tests ]; then
+  fails=0
+  for seed in $(seq 1 40); do
+    TILEJIT_TEST_SEED=$seed $bdir/tests/codegen/tilejit_dense_mask_gpu_tests --gtest_filter="*HookValues*" --gtest_brief=1 \
+      >>"$out/soak.log" 2>&1 || { fails=$((fails+1)); echo "seed $seed failed" >>"$out/soak.log"; }
+  done
+  note "hook values soak: $fails of 40 seeds failed"
+fi
+
 has attention && run_harness attention
 has ce && run_harness linear_ce
 
