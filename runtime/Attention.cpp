@@ -70,7 +70,7 @@ CUcontext gpu_context(std::string& arch) {
   Driver* driver = Driver::get();
   TILEJIT_USER_CHECK(driver, "attention: device tensors but no GPU: {}",
                      Driver::unavailable_reason());
-  if (!driver->current_context()) driver->use_device(0);
+  driver->ensure_context();
   arch = device_arch(0);
   return driver->current_context();
 }

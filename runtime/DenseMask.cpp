@@ -132,7 +132,7 @@ void dense_mask(const AttentionProgram& prog, const Bindings& bind, const Tensor
 
   Driver* driver = Driver::get();
   TILEJIT_USER_CHECK(driver, "dense_mask: no GPU: {}", Driver::unavailable_reason());
-  if (!driver->current_context()) driver->use_device(0);
+  driver->ensure_context();
 
   std::shared_ptr<const PreparedKernel> prepared = prepare(prog, device_arch(0));
   std::shared_ptr<LoadedModule> module = load_module(*prepared->kernel);

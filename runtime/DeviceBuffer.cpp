@@ -11,6 +11,7 @@ namespace {
 Driver& driver() {
   Driver* d = Driver::get();
   TILEJIT_USER_CHECK(d, "device memory needs a CUDA device: {}", Driver::unavailable_reason());
+  d->ensure_context();
   return *d;
 }
 }  // namespace

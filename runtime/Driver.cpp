@@ -42,6 +42,7 @@ struct Driver::EntryPoints {
   PFN_cuEventRecord_v2000 event_record = nullptr;
   PFN_cuEventElapsedTime_v2000 event_elapsed_time = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
+  PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encode_tiled = nullptr;  // optional (CUDA 12.0+)
 
   std::mutex contexts_mutex;
   std::vector<CUcontext> primary_contexts;  // by ordinal, retained on first use
@@ -161,6 +162,9 @@ Driver* Driver::create(std::string& reason) {
     reason = why;
     return nullptr;
   }
+  // Optional: only the Hopper kernels need it, and they say so when it is missing.
+  if (driver_version >= 12000)
+    (void)resolver.resolve(api->tensor_map_encode_tiled, "cuTensorMapEncodeTiled", 12000);
 
   std::unique_ptr<Driver> driver(new Driver());
   driver->api_ = api.get();
@@ -250,6 +254,10 @@ CUcontext Driver::current_context() {
 
 void Driver::use_device(int ordinal) { set_current(primary_context(ordinal)); }
 
+void Driver::ensure_context() {
+  if (!current_context()) use_device(0);
+}
+
 void Driver::context_synchronize() {
   if (api_->ctx_synchronize_13) {
     check(api_->ctx_synchronize_13(nullptr), "cuCtxSynchronize");  // nullptr: the current one
@@ -285,6 +293,23 @@ void Driver::launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y
   check(api_->launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                             shared_bytes, stream, params, nullptr),
         "cuLaunchKernel");
+}
+
+void Driver::tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
+                                     void* address, const cuuint64_t* dims,
+                                     const cuuint64_t* strides, const cuuint32_t* box,
+                                     const cuuint32_t* element_strides,
+                                     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                     CUtensorMapL2promotion l2_promotion,
+                                     CUtensorMapFloatOOBfill oob_fill) {
+  TILEJIT_USER_CHECK(api_->tensor_map_encode_tiled,
+                     "the CUDA driver ({}) has no cuTensorMapEncodeTiled: tensor maps need a "
+                     "CUDA 12.0 or newer driver",
+                     driver_version_);
+  check(api_->tensor_map_encode_tiled(map, type, rank, address, dims, strides, box,
+                                      element_strides, interleave, swizzle, l2_promotion,
+                                      oob_fill),
+        "cuTensorMapEncodeTiled");
 }
 
 CUdeviceptr Driver::mem_alloc(size_t bytes) {

@@ -48,6 +48,9 @@ class Driver {
   void set_current(CUcontext context);
   CUcontext current_context();   // nullptr when none is current
   void use_device(int ordinal);  // primary context of `ordinal` made current on this thread
+  // What every runtime entry point does first: device 0's primary context made current on this
+  // thread unless a context already is (the caller's own context is respected).
+  void ensure_context();
   void context_synchronize();    // the current context
 
   // Modules and launches.
@@ -58,6 +61,15 @@ class Driver {
   void launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                      unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                      CUstream stream, void** params);
+
+  // Tensor maps (TMA descriptors, compute capability 9.0+): cuTensorMapEncodeTiled, checked
+  // like every call; a UserError on a driver older than CUDA 12.0, which lacks it.
+  void tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
+                               void* address, const cuuint64_t* dims, const cuuint64_t* strides,
+                               const cuuint32_t* box, const cuuint32_t* element_strides,
+                               CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                               CUtensorMapL2promotion l2_promotion,
+                               CUtensorMapFloatOOBfill oob_fill);
 
   // Memory.
   CUdeviceptr mem_alloc(size_t bytes);

@@ -116,7 +116,7 @@ float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType 
 Driver* require_gpu() {
   Driver* driver = Driver::get();
   TILEJIT_USER_CHECK(driver, "linear cross-entropy: no GPU: {}", Driver::unavailable_reason());
-  if (!driver->current_context()) driver->use_device(0);
+  driver->ensure_context();
   return driver;
 }
 

@@ -82,7 +82,7 @@ BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings
   check_bindings(prog, device_bindings);
   Driver* driver = Driver::get();
   TILEJIT_USER_CHECK(driver, "analyse_block_mask_gpu: no GPU: {}", Driver::unavailable_reason());
-  if (!driver->current_context()) driver->use_device(0);
+  driver->ensure_context();
 
   ClassifySource src = generate_classify_tiles(prog);
   auto kernel = KernelCache::global().get(classify_spec(src, prog.name), device_arch(0));

@@ -76,7 +76,7 @@ std::vector<double> view_to_doubles(const TensorView& v) {
 class GpuDemoDevice : public DemoDevice {
  public:
   GpuDemoDevice() : driver_(*Driver::get()) {
-    if (!driver_.current_context()) driver_.use_device(0);
+    driver_.ensure_context();
   }
   std::string name() const override { return "GPU (" + device_arch(0) + ")"; }
 
