@@ -1,5 +1,6 @@
 // `tilejit demo` on the GPU: the JIT kernels through the public API, device tensors, stream 0.
 #include <cmath>
+#include <cstring>
 
 #include "runtime/Attention.h"
 #include "runtime/DeviceBuffer.h"
@@ -122,7 +123,13 @@ class GpuDemoDevice : public DemoDevice {
     auto e = DeviceTensor::from(hidden.bits, DType::BF16, hidden.shape, "hidden");
     auto c0 = DeviceTensor::from(w0.bits, DType::BF16, w0.shape, "W_base");
     auto c1 = DeviceTensor::from(w1.bits, DType::BF16, w1.shape, "W_extra");
-    auto b1 = DeviceTensor::from(bias, DType::F32, {int64_t(bias.size())}, "b_extra");
+    std::vector<uint16_t> bias_bits(bias.size());  // bf16-exact floats (DemoRun.cpp)
+    for (size_t i = 0; i < bias.size(); ++i) {
+      uint32_t u;
+      std::memcpy(&u, &bias[i], 4);
+      bias_bits[i] = static_cast<uint16_t>(u >> 16);
+    }
+    auto b1 = DeviceTensor::from(bias_bits, DType::BF16, {int64_t(bias.size())}, "b_extra");
     auto t = DeviceTensor::from(targets, DType::I32, {int64_t(targets.size())}, "targets");
     std::vector<float> one{1.0f};
     auto g = DeviceTensor::from(one, DType::F32, {1}, "grad_loss");

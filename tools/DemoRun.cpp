@@ -143,8 +143,9 @@ int run_loss(DemoDevice& dev) {
   HostTensor hidden = HostTensor::random_bf16("hidden", {n, d}, rng, 0.5);
   HostTensor w0 = HostTensor::random_bf16("W_base", {6000, d}, rng, 0.5);
   HostTensor w1 = HostTensor::random_bf16("W_extra", {1024, d}, rng, 0.5);
-  std::vector<float> bias(1024);
-  for (float& x : bias) x = float(std::normal_distribution<double>(0, 1)(rng));
+  // The bias in bf16 like the weights (the GPU path takes E's dtype), held as exact floats.
+  HostTensor bias16 = HostTensor::random_bf16("b_extra", {1024}, rng, 1.0);
+  std::vector<float> bias(bias16.values.begin(), bias16.values.end());
   std::vector<int32_t> targets(n);
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = rng() % 10;

@@ -53,7 +53,12 @@ struct Head {
       on[j] = keep(i, j);
       raw_scores[j] = on[j] ? raw(q, k, i, j) : 0;
       p[j] = on[j] ? modded(raw_scores[j], i, j) : 0;
-      if (on[j]) mx = std::max(mx, p[j]);
+      if (on[j]) mx = std::isnan(p[j]) || std::isnan(mx) ? p[j] : std::max(mx, p[j]);
+    }
+    if (std::isnan(mx)) {  // IEEE: a NaN score at an unmasked element makes the row NaN
+      std::fill(p.begin(), p.end(), mx);
+      lse = mx;
+      return true;
     }
     if (mx == -std::numeric_limits<double>::infinity()) {
       std::fill(p.begin(), p.end(), 0.0);
@@ -101,7 +106,8 @@ AttentionRefForward attention_forward_reference(const AttentionRefShape& s,
 
 AttentionRefBackward attention_backward_reference(
     const AttentionRefShape& s, const AttentionRefHooks& hooks, const std::vector<double>& q,
-    const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& d_out) {
+    const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& d_out,
+    const std::vector<double>* out) {
   AttentionRefBackward r;
   const int D = s.head_dim, group = s.heads_q / s.heads_kv;
   r.dq.assign(q.size(), 0.0);
@@ -125,6 +131,11 @@ AttentionRefBackward attention_backward_reference(
           const double* vr = hd.row(v, s.heads_kv, hd.hk, s.seq_kv, j);
           for (int d = 0; d < D; ++d) dp[j] += go[d] * vr[d];
           delta += p[j] * dp[j];
+        }
+        if (out && live) {  // delta from the output the backward is given
+          const double* o = hd.row(*out, s.heads_q, h, s.seq_q, i);
+          delta = 0;
+          for (int d = 0; d < D; ++d) delta += go[d] * o[d];
         }
         for (int j = 0; j < s.seq_kv; ++j) {
           double ds = p[j] * (dp[j] - delta);

@@ -37,8 +37,13 @@ AttentionRefForward attention_forward_reference(const AttentionRefShape& shape,
                                                 const std::vector<double>& k,
                                                 const std::vector<double>& v);
 
+// `out`: the forward output the backward is given, [B, Hq, Sq, D]. Flash backward kernels take
+// delta = <dO, O> per row from it; where every row has one unmasked element the exact gradients
+// of q and k are 0 and what remains is <dO, O_exact - O_given>, so a kernel is compared with the
+// reference given its own (rounded) output. Null: the exact output.
 AttentionRefBackward attention_backward_reference(
     const AttentionRefShape& shape, const AttentionRefHooks& hooks, const std::vector<double>& q,
-    const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& d_out);
+    const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& d_out,
+    const std::vector<double>* out = nullptr);
 
 }  // namespace tilejit::testing
