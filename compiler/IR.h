@@ -18,6 +18,17 @@
 // logit_mod(logit, row, id) applies per element. Terms: cross-entropy, label smoothing eps
 // (uniform over live ids), z-loss lambda*lse^2, optional KL against a teacher, blended as
 // (1-alpha)*CE + alpha*KL with temperature T. Reductions: none, sum, mean over kept rows.
+// Exactly, for a kept row with target y, z_j = logit_mod(x_j, row, j) over the L live ids j and
+// lse = log sum_j exp(z_j):
+//   CE  = (1-eps) (lse - z_y) + eps (lse - (1/L) sum_j z_j)
+//   row = (1-alpha) CE + lambda lse^2 + alpha T^2 KL(p_t || p_s)
+//   p_s = softmax(z / T),  p_t = softmax(t / T),  KL(p_t || p_s) = sum_j p_t,j log(p_t,j / p_s,j)
+// (alpha = 0 without a kl term). The z-loss stays outside the blend; T^2 keeps the KL gradient's
+// scale independent of T (the usual distillation loss). The teacher's logits
+// t_j = logit_mod(E_t[row] . Ct_j + bt_j, row, j) go through the same logit_mod as the student's
+// (the program's head), from the teacher's hidden states E_t and its layout (the student's weights
+// when it names none); the teacher is frozen (no gradients). Ignored rows contribute nothing to
+// either term.
 //
 // Captured values. Buffers are named, typed (i32, f32, bf16, f16), with a rank and named
 // dimensions; params are named runtime scalars (f32 or i32). Both are bound at launch: changing
@@ -30,10 +41,10 @@
 // - i32 arithmetic wraps (two's complement). Div truncates toward zero, Mod takes the sign of
 //   the dividend (C semantics); division or modulo by zero yields 0.
 // - f32 arithmetic is IEEE single precision; Mod on f32 is fmod. Backends may use hardware
-//   approximations for exp/exp2/log/log2/rsqrt (a few ulp) and tanh (relative error up to
-//   2^-11, the PTX tanh.approx.f32 bound: below bf16 precision, which is what scores feed); the
-//   interpreter evaluates floats in fp64 and is the reference. f32 division by zero is IEEE
-//   (inf or NaN). Min and Max on f32 are fmin/fmax: a NaN operand yields the other operand.
+//   approximations for division (at most 2 ulp), exp/exp2/log/log2/rsqrt (a few ulp) and tanh
+//   (relative error up to 2^-11, the PTX tanh.approx.f32 bound: below bf16 precision, which is
+//   what scores feed); the interpreter evaluates floats in fp64 and is the reference. f32
+//   division by zero gives inf or NaN as in IEEE. Min and Max on f32 are fmin/fmax: a NaN operand yields the other operand.
 // - Cast f32 -> i32 truncates toward zero and saturates; NaN -> 0. Cast bool -> i32/f32 is 0/1.
 //   Cast i32/f32 -> bool is "!= 0".
 // - And / Or / Not are on bool. Select(c, a, b) evaluates to a when c else b; only the chosen

@@ -40,7 +40,7 @@ constexpr OpSpelling kSpellings[] = {
     {Op::Mul, Type::I32, "tj_mul({0}, {1})"},
     {Op::Mul, Type::F32, "{0} * {1}"},
     {Op::Div, Type::I32, "tj_div({0}, {1})"},
-    {Op::Div, Type::F32, "{0} / {1}"},
+    {Op::Div, Type::F32, "tj_fdiv({0}, {1})"},
     {Op::Mod, Type::I32, "tj_mod({0}, {1})"},
     {Op::Mod, Type::F32, "fmodf({0}, {1})"},
     {Op::Min, Type::I32, "tj_min({0}, {1})"},

@@ -29,7 +29,7 @@ struct TjProgram {
   // score = cap * tanh(score / cap)
   __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
 #line 1 "doc_softcap.tj"
-    const float t0 = score / a.cap;
+    const float t0 = tj_fdiv(score, a.cap);
     const float t1 = tj_tanh(t0);
     const float t2 = a.cap * t1;
     return t2;
@@ -38,7 +38,7 @@ struct TjProgram {
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
   __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
 #line 1 "doc_softcap.tj"
-    const float t0 = score / a.cap;
+    const float t0 = tj_fdiv(score, a.cap);
     const float t1 = tj_tanh(t0);
     const float t2 = t1 * t1;
     const float t3 = 1.0f - t2;
