@@ -1,5 +1,5 @@
 // Tile classification on the GPU: the mask's interval lowering (compiler/codegen/
-// IntervalCodegen.h) evaluated over each tile, and the buffer summaries it reads. The same
+// IntervalCodegen.h) evaluated over boxes of tiles, and the buffer summaries it reads. The same
 // rules as the CPU analysis (compiler/IntervalEval.h), with one simplification: f32
 // sub-expressions are not tracked (any float, possibly NaN), which is sound and costs nothing
 // for the masks people write.
@@ -10,15 +10,23 @@
 //   bool values: TjTri, 0 false / 1 true / 2 maybe (Kleene logic)
 //   f32 values:  TjFv, carries nothing
 //
-// Kernels: summarise_kernel builds one buffer's block min/max (one thread per block of one
-// row); classify_tiles_kernel writes one TileClass byte per (list, q tile, kv tile)
-// (0 empty, 1 partial, 2 full, as runtime/BlockMask.h numbers them).
+// Kernels:
+//   summarise_kernel       one buffer's block min / max (one thread per block of one row): level
+//                          0 of its range table (range_table.cuh)
+//   summary_level_kernel   one level of that table from the level below
+//   classify_rows_kernel   one thread per (list, q tile) row, bisecting its kv tiles
+//                          (row_bisection.cuh). Pass 1 stores each row's runs in a slot of
+//                          `capacity` runs and its run count; the host turns the counts into
+//                          offsets; pass 2 writes every row's runs at its offset, from the slot or,
+//                          for the rows that did not fit, by classifying them again. Work is
+//                          O(class changes * log kv_tiles) per row and what comes back is O(runs).
 #pragma once
+
+#include "range_table.cuh"
+#include "row_bisection.cuh"
 
 namespace tjk {
 
-typedef int TjTri;
-enum { kTjFalse = 0, kTjTrue = 1, kTjMaybe = 2 };
 enum { kTjEq, kTjNe, kTjLt, kTjLe, kTjGt, kTjGe };
 
 constexpr long long kTjI32Min = -2147483647LL - 1, kTjI32Max = 2147483647LL;
@@ -235,23 +243,24 @@ __device__ __forceinline__ TjTri tj_tri_of(TjFv) { return kTjMaybe; }
 template <class T>
 __device__ __forceinline__ TjFv tj_fv_of(const T&) { return TjFv{}; }
 
-// The summary of one buffer: per row of the axes other than `axis` (row-major), the min / max
-// of each block of `granule` elements along `axis`; `all_*` the whole buffer's range (filled by
-// the host; -inf / +inf are sound).
+// The summary of one buffer: per row of the axes other than `axis` (row-major), the range table
+// (range_table.cuh) of the min / max of its blocks of `granule` elements along `axis`; `all_*`
+// the whole buffer's range (filled by the host; -inf / +inf are sound).
 template <int RANK>
 struct TjSummary {
-  const double* mn;
+  const double* mn;  // [levels * rows * blocks]
   const double* mx;
   long long size[RANK > 0 ? RANK : 1];
-  long long blocks;
-  int axis, granule;
+  long long rows, blocks;
+  int axis, granule, levels, unused;
   double all_min, all_max;
 };
 
-// Values an i32 buffer reads over the index ranges; 0 joins when a range leaves the shape.
+// Values an i32 buffer reads over the index ranges; 0 joins when a range leaves the shape. O(1)
+// per row of the other axes the box spans (up to kMaxRows, else the whole buffer's range).
 template <int RANK>
 __device__ TjIv tj_iv_load(const TjSummary<RANK>& s, const TjIv (&ix)[RANK > 0 ? RANK : 1]) {
-  constexpr int kMaxRows = 16, kMaxBlocks = 64;
+  constexpr int kMaxRows = 16;
   long long lo[RANK > 0 ? RANK : 1], hi[RANK > 0 ? RANK : 1], rows = 1;
   bool outside = false;
   for (int d = 0; d < RANK; ++d) {
@@ -262,8 +271,9 @@ __device__ TjIv tj_iv_load(const TjSummary<RANK>& s, const TjIv (&ix)[RANK > 0 ?
     if (d != s.axis) rows *= hi[d] - lo[d] + 1;
   }
   double vlo = s.all_min, vhi = s.all_max;
-  long long b0 = RANK == 0 ? 0 : lo[s.axis] / s.granule, b1 = RANK == 0 ? 0 : hi[s.axis] / s.granule;
-  if (rows <= kMaxRows && b1 - b0 < kMaxBlocks) {
+  long long b0 = RANK == 0 ? 0 : lo[s.axis] / s.granule,
+            b1 = RANK == 0 ? 0 : hi[s.axis] / s.granule;
+  if (rows <= kMaxRows) {
     vlo = __longlong_as_double(0x7ff0000000000000LL);
     vhi = -vlo;
     long long index[RANK > 0 ? RANK : 1];
@@ -272,10 +282,7 @@ __device__ TjIv tj_iv_load(const TjSummary<RANK>& s, const TjIv (&ix)[RANK > 0 ?
       long long row = 0;
       for (int d = 0; d < RANK; ++d)
         if (d != s.axis) row = row * s.size[d] + index[d];
-      for (long long k = b0; k <= b1; ++k) {
-        vlo = fmin(vlo, s.mn[row * s.blocks + k]);
-        vhi = fmax(vhi, s.mx[row * s.blocks + k]);
-      }
+      tj_range_query(s.mn, s.mx, s.rows, s.blocks, row, b0, b1, vlo, vhi);
       int d = RANK - 1;
       for (; d >= 0; --d) {
         if (d == s.axis) continue;
@@ -302,39 +309,41 @@ __device__ __forceinline__ T tj_arg(const TjArgs& a, int offset) {
 // ---- summaries ----
 
 struct SummariseParams {
-  double* mn;  // [rows * blocks]
+  double* mn;  // level 0 of the range table: [rows * blocks]
   double* mx;
   long long rows, blocks;
   int axis, granule;
 };
 
-// One thread per (row, block): the min / max of the block's elements (NaNs skipped; a block
-// of NaNs only stays at +inf / -inf, which the query turns into "anything").
+// One thread per (row, block), grid-stride: the min / max of the block's elements (a NaN makes
+// the block unknown, -inf / +inf; i32 buffers have none).
 template <class T, int RANK>
 __device__ void summarise_kernel(const SummariseParams& p, const TjBuffer<T, RANK>& buf) {
-  long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= p.rows * p.blocks) return;
-  long long row = i / p.blocks, blk = i % p.blocks;
-  long long offset = 0, rest = row;
-  for (int d = RANK - 1; d >= 0; --d) {
-    if (d == p.axis) continue;
-    offset += (rest % buf.size[d]) * buf.stride[d];
-    rest /= buf.size[d];
-  }
-  double lo = __longlong_as_double(0x7ff0000000000000LL), hi = -lo;
-  long long len = buf.size[p.axis], j0 = blk * p.granule;
-  for (long long j = j0; j < j0 + p.granule && j < len; ++j) {
-    double v = tj_decode(buf.ptr[offset + j * buf.stride[p.axis]]);
-    if (v != v) {
-      lo = -__longlong_as_double(0x7ff0000000000000LL);  // NaN: make the block unknown
-      hi = -lo;
-      break;
+  const double inf = __longlong_as_double(0x7ff0000000000000LL);
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.rows * p.blocks; i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    long long row = i / p.blocks, blk = i % p.blocks;
+    long long offset = 0, rest = row;
+    for (int d = RANK - 1; d >= 0; --d) {
+      if (d == p.axis) continue;
+      offset += (rest % buf.size[d]) * buf.stride[d];
+      rest /= buf.size[d];
     }
-    lo = fmin(lo, v);
-    hi = fmax(hi, v);
+    double lo = inf, hi = -inf;
+    long long len = buf.size[p.axis], j0 = blk * p.granule;
+    for (long long j = j0; j < j0 + p.granule && j < len; ++j) {
+      double v = tj_decode(buf.ptr[offset + j * buf.stride[p.axis]]);
+      if (v != v) {
+        lo = -inf;
+        hi = inf;
+        break;
+      }
+      lo = fmin(lo, v);
+      hi = fmax(hi, v);
+    }
+    p.mn[i] = lo;
+    p.mx[i] = hi;
   }
-  p.mn[i] = lo;
-  p.mx[i] = hi;
 }
 
 // A rank-0 buffer is one value.
@@ -347,31 +356,58 @@ __device__ void summarise_kernel(const SummariseParams& p, const TjBuffer<T, 0>&
   p.mx[0] = v == v ? v : inf;
 }
 
+struct SummaryLevelParams {
+  double* mn;  // the whole range table: [levels * rows * blocks]
+  double* mx;
+  long long rows, blocks;
+  int level, unused;
+};
+
+// Level `p.level` >= 1 of a range table from the level below, one thread per entry.
+__device__ inline void summary_level_kernel(const SummaryLevelParams& p) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.rows * p.blocks; i += static_cast<long long>(gridDim.x) * blockDim.x)
+    tj_range_table_entry(p.mn, p.mx, p.rows, p.blocks, p.level, i);
+}
+
 // ---- classification ----
 
-struct ClassifyTilesParams {
-  unsigned char* classes;  // [lists * q_tiles * kv_tiles]: 0 empty, 1 partial, 2 full
-  int batch, heads;        // the mask's extents (1: broadcast)
+struct ClassifyRowsParams {
+  TjRun* slots;        // [rows * capacity]: pass 1 stores a row's first runs here
+  int* counts;         // [rows]: pass 1 writes each row's run count
+  const int* offsets;  // [rows + 1]: pass 2 reads where each row's runs go (from the counts)
+  TjRun* runs;         // [offsets[rows]]: pass 2 writes the runs
+  int rows, capacity, pass;
+  int heads;  // the mask's head extent (1: broadcast); lists are b * heads + h
   int seq_q, seq_kv, block_q, block_kv, q_tiles, kv_tiles;
 };
 
-// One thread per tile (grid-stride): P::mask_box over the tile's in-range box.
+// One thread per row (grid-stride), row r = list * q_tiles + q tile, as BlockMask orders them.
 template <class P, class S>
-__device__ void classify_tiles_kernel(const ClassifyTilesParams& p, const TjArgs& a, const S& s) {
-  long long total = static_cast<long long>(p.batch) * p.heads * p.q_tiles * p.kv_tiles;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    long long kt = i % p.kv_tiles, qt = (i / p.kv_tiles) % p.q_tiles;
-    long long list = i / (static_cast<long long>(p.kv_tiles) * p.q_tiles);
-    TjBox box;
-    box.lo[0] = box.hi[0] = list / p.heads;
-    box.lo[1] = box.hi[1] = list % p.heads;
-    box.lo[2] = qt * p.block_q;
-    box.hi[2] = min(box.lo[2] + p.block_q, static_cast<long long>(p.seq_q)) - 1;
-    box.lo[3] = kt * p.block_kv;
-    box.hi[3] = min(box.lo[3] + p.block_kv, static_cast<long long>(p.seq_kv)) - 1;
-    TjTri t = P::mask_box(a, s, box);
-    p.classes[i] = t == kTjTrue ? 2 : t == kTjFalse ? 0 : 1;
+__device__ void classify_rows_kernel(const ClassifyRowsParams& p, const TjArgs& a, const S& s) {
+  for (long long r = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; r < p.rows;
+       r += static_cast<long long>(gridDim.x) * blockDim.x) {
+    long long qt = r % p.q_tiles, list = r / p.q_tiles;
+    TjBox row;
+    row.lo[0] = row.hi[0] = list / p.heads;
+    row.lo[1] = row.hi[1] = list % p.heads;
+    row.lo[2] = qt * p.block_q;
+    row.hi[2] = min(row.lo[2] + p.block_q, static_cast<long long>(p.seq_q)) - 1;
+    // The box of kv tiles k0..k1 (the last one clipped to seq_kv).
+    auto eval = [&](int k0, int k1) -> TjTri {
+      TjBox box = row;
+      box.lo[3] = static_cast<long long>(k0) * p.block_kv;
+      box.hi[3] = min((k1 + 1LL) * p.block_kv, static_cast<long long>(p.seq_kv)) - 1;
+      return P::mask_box(a, s, box);
+    };
+    TjRun* slot = p.slots + r * p.capacity;
+    if (p.pass == 1) {
+      p.counts[r] = tj_row_count_pass(p.kv_tiles, eval, slot, p.capacity);
+    } else {
+      int begin = p.offsets[r];
+      tj_row_write_pass(p.kv_tiles, eval, slot, p.capacity, p.runs + begin,
+                        p.offsets[r + 1] - begin);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include "compiler/BufferSummary.h"
 #include "compiler/Error.h"
 #include "compiler/IntervalEval.h"
+#include "kernels_templates/row_bisection.cuh"
 
 namespace tilejit {
 
@@ -63,20 +64,31 @@ TileClass brute_force_tile(const CompiledEval& eval, const Geometry& g, int b, i
   return !any ? TileClass::Empty : all ? TileClass::Full : TileClass::Partial;
 }
 
-void append_run(std::vector<TileRun>& runs, int first, int count, TileClass c) {
-  if (c == TileClass::Empty || count == 0) return;
-  bool full = c == TileClass::Full;
-  if (!runs.empty()) {
-    TileRun& last = runs.back();
-    if (last.full() == full && last.first + last.count() == first) {
-      last = TileRun::make(last.first, last.count() + count, full);
-      return;
-    }
-  }
-  runs.push_back(TileRun::make(first, count, full));
-}
+static_assert(static_cast<int>(Tri::False) == tjk::kTjFalse &&
+              static_cast<int>(Tri::True) == tjk::kTjTrue &&
+              static_cast<int>(Tri::Maybe) == tjk::kTjMaybe);
+static_assert(static_cast<int>(TileClass::Empty) == tjk::kTjEmpty &&
+              static_cast<int>(TileClass::Partial) == tjk::kTjPartial &&
+              static_cast<int>(TileClass::Full) == tjk::kTjFull);
 
-// Classifies the rows of one thread: bisection over the kv tiles of each row.
+// Appends the bisection's runs to a row's list, merging adjacent runs of one kind.
+struct RunAppender {
+  std::vector<TileRun>& runs;
+
+  void add(int first, int count, bool full) {
+    if (!runs.empty()) {
+      TileRun& last = runs.back();
+      if (last.full() == full && last.first + last.count() == first) {
+        last = TileRun::make(last.first, last.count() + count, full);
+        return;
+      }
+    }
+    runs.push_back(TileRun::make(first, count, full));
+  }
+};
+
+// Classifies the rows of one thread: bisection over the kv tiles of each row, the GPU's
+// algorithm (kernels_templates/row_bisection.cuh).
 class RowClassifier {
  public:
   RowClassifier(const Expr& mask, const EvalContext& bindings, const Geometry& g,
@@ -85,29 +97,20 @@ class RowClassifier {
       : eval_(mask, bindings.params), oracle_(eval_, summaries), g_(g), refine_(refine) {}
 
   void row(int b, int h, int qt, std::vector<TileRun>& out) {
-    if (g_.kv_tiles > 0) range(b, h, qt, 0, g_.kv_tiles - 1, out);
+    auto eval = [&](int k0, int k1) {
+      return static_cast<tjk::TjTri>(eval_.eval(g_.box(b, h, qt, k0, k1), &oracle_));
+    };
+    auto leaf = [&](int kt) -> int {
+      if (refine_ == nullptr) return tjk::kTjPartial;
+      ++refined;
+      return static_cast<int>(brute_force_tile(*refine_, g_, b, h, qt, kt));
+    };
+    RunAppender appender{out};
+    evaluations += tjk::tj_bisect_row(g_.kv_tiles, eval, leaf, appender);
   }
   int64_t evaluations = 0, refined = 0;
 
  private:
-  void range(int b, int h, int qt, int k0, int k1, std::vector<TileRun>& out) {
-    ++evaluations;
-    Tri t = eval_.eval(g_.box(b, h, qt, k0, k1), &oracle_);
-    if (t == Tri::True) return append_run(out, k0, k1 - k0 + 1, TileClass::Full);
-    if (t == Tri::False) return;
-    if (k0 == k1) {
-      TileClass c = TileClass::Partial;
-      if (refine_ != nullptr) {
-        ++refined;
-        c = brute_force_tile(*refine_, g_, b, h, qt, k0);
-      }
-      return append_run(out, k0, 1, c);
-    }
-    int mid = k0 + (k1 - k0) / 2;
-    range(b, h, qt, k0, mid, out);
-    range(b, h, qt, mid + 1, k1, out);
-  }
-
   IntervalEval eval_;
   SummaryOracle oracle_;
   const Geometry& g_;

@@ -1,9 +1,12 @@
 // Mask analysis on the GPU: the interval lowering of the mask (compiler/codegen/
-// IntervalCodegen.h) run over every tile, one thread per tile, after one summary kernel per i32
-// buffer the mask reads (block min/max along the axis q or kv indexes). The tile classes come
-// back to the host and become a BlockMask. Sound like the CPU analysis (runtime/MaskAnalysis.h);
-// f32 sub-expressions are not tracked on the GPU, and summaries have block granularity, so a
-// few tiles the CPU decides may stay partial here.
+// IntervalCodegen.h) run by one thread per q-tile row, bisecting the row's kv tiles as the CPU
+// analysis does (kernels_templates/row_bisection.cuh), after one range table per i32 buffer the
+// mask reads (block min/max along the axis q or kv indexes, and a sparse table over the blocks,
+// so a box of many tiles reads a buffer in O(1) per row of it). Work is O(class changes *
+// log kv_tiles) per row; the runs are compacted on the device (counts, offsets from the host,
+// runs), so what comes back is O(rows + runs) bytes, never O(tiles). Sound like the CPU analysis
+// (runtime/MaskAnalysis.h); f32 sub-expressions are not tracked on the GPU, and summaries have
+// block granularity, so a few tiles the CPU decides may stay partial here.
 #pragma once
 
 #include <cuda.h>

@@ -14,7 +14,9 @@
 //   };
 //
 // i32 buffers the mask reads are answered by summaries (TjSummaries, one TjSummary per buffer,
-// built by the generated tj_summarise_* entry points).
+// a range table built by the generated tj_summarise_* entry points, level 0, and
+// tj_summary_level_*, each level above). The classifier entry bisects the kv tiles of each
+// q-tile row (kernels_templates/row_bisection.cuh) in two passes, runs counted then compacted.
 #pragma once
 
 #include <string>
@@ -26,12 +28,16 @@
 namespace tilejit {
 
 struct ClassifySource {
-  CudaSource
-      cuda;  // entry: the classifier, tj_classify_tiles_<hash16>(params, TjArgs, TjSummaries)
+  // entry: the classifier, tj_classify_rows_<hash16>(ClassifyRowsParams, TjArgs, TjSummaries)
+  CudaSource cuda;
   // One per summarised buffer, in TjSummaries member order: the buffer's declared name and the
-  // entry point tj_summarise_<hash16>_<k>(SummariseParams, TjArgs) that builds its summary.
+  // entry point tj_summarise_<hash16>_<k>(SummariseParams, TjArgs) that builds level 0 of its
+  // range table.
   std::vector<std::string> summarised_buffers;
   std::vector<std::string> summarise_entries;
+  // tj_summary_level_<hash16>(SummaryLevelParams): one level of a range table from the level
+  // below; empty when no buffer is summarised.
+  std::string summary_level_entry;
 };
 
 // The mask's interval function alone (the TjSummaries struct and TjIntervalProgram).

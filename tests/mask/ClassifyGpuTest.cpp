@@ -1,9 +1,13 @@
 // The GPU tile classifier against the elementwise reference: every FULL / EMPTY verdict sound
-// on standard and random mask-shaped programs, and index-only masks exactly as the CPU
-// analysis classifies them. Skipped without a GPU.
+// on standard and random mask-shaped programs; index-only masks exactly as the CPU analysis
+// classifies them, rows with more runs than a slot holds too; at 1M tokens, causal and sorted
+// document masks give the CPU analysis's runs. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
+#include <tuple>
 
 #include "compiler/Lower.h"
 #include "dsl/Expr.h"
@@ -94,7 +98,8 @@ TEST(ClassifyGpu, IndexOnlyMasksMatchTheCpu) {
       {"prefix", stdlib::prefix_lm(lit(500))},
       {"chunked", stdlib::chunked(lit(200)) && stdlib::causal()},
       {"image", stdlib::image_block_or_causal(lit(100), lit(700))},
-      {"head", q - kv < h * 64 && q >= kv}};
+      {"head", q - kv < h * 64 && q >= kv},
+      {"stripes", (kv / 64) % 2 == 0 && q >= kv}};  // ~16 runs a row: more than a slot holds
   for (const auto& [name, mask] : masks) {
     AttentionProgram p;
     p.name = name;
@@ -131,6 +136,54 @@ TEST(ClassifyGpu, RandomMaskProgramsAreSound) {
   }
   std::printf("GPU random masks: %lld tiles, %.1f%% verdicts exact\n",
               static_cast<long long>(tiles), 100.0 * (tiles - differ) / tiles);
+}
+
+void expect_same_runs(const BlockMask& got, const BlockMask& want, const std::string& what) {
+  ASSERT_EQ(got.offsets(), want.offsets()) << what;
+  ASSERT_EQ(got.runs().size(), want.runs().size()) << what;
+  for (size_t i = 0; i < got.runs().size(); ++i) {
+    ASSERT_EQ(got.runs()[i].first, want.runs()[i].first) << what << " run " << i;
+    ASSERT_EQ(got.runs()[i].count_kind, want.runs()[i].count_kind) << what << " run " << i;
+  }
+}
+
+TEST(ClassifyGpu, MillionTokenRunsMatchTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU: " << Driver::unavailable_reason();
+  const int S = 1 << 20;
+  std::mt19937_64 rng(43);
+  std::vector<int32_t> doc(S);
+  for (int32_t& d : doc) d = static_cast<int32_t>(rng() % 32);
+  std::sort(doc.begin(), doc.end());
+  DeviceBuffer doc_device(doc.size() * sizeof(int32_t));
+  doc_device.copy_from_host(doc.data(), doc.size() * sizeof(int32_t));
+  Bindings host{{"doc", TensorView::contiguous(doc.data(), DType::I32, {1, S},
+                                               TensorView::Where::Host, "doc")}};
+  Bindings device{{"doc", TensorView::contiguous(doc_device.data(), DType::I32, {1, S},
+                                                 TensorView::Where::Device, "doc")}};
+  Buffer doc_buffer("doc", ElemType::I32, {"B", "S"});
+  for (const auto& [name, mask, reads_doc] : std::vector<std::tuple<std::string, Expr, bool>>{
+           {"causal", stdlib::causal(), false},
+           {"document_causal", stdlib::document(doc_buffer) && stdlib::causal(), true}}) {
+    AttentionProgram p;
+    p.name = name;
+    p.mask = mask;
+    if (reads_doc) p.buffers.push_back({"doc", ElemType::I32, {"B", "S"}});
+    LoweredAttention l = lower(p);
+    BlockMaskShape s{.batch = 1, .heads = 16, .seq_q = S, .seq_kv = S};
+    Bindings no_buffers;
+    const Bindings& h = reads_doc ? host : no_buffers;
+    const Bindings& d = reads_doc ? device : no_buffers;
+    analyse_block_mask_gpu(l, d, s);  // compiles and loads the classifier
+    auto t0 = std::chrono::steady_clock::now();
+    BlockMask gpu = analyse_block_mask_gpu(l, d, s);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    BlockMask cpu = analyse_block_mask(l, h, s);
+    std::printf("%s 1M on the GPU: %.3f ms, %zu runs (CPU %zu)\n", name.c_str(), ms,
+                gpu.runs().size(), cpu.runs().size());
+    EXPECT_EQ(gpu.runs().size(), cpu.runs().size()) << name;
+    expect_same_runs(gpu, cpu, name);
+  }
 }
 
 }  // namespace

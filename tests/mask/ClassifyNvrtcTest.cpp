@@ -9,6 +9,7 @@
 #include "compiler/Lower.h"
 #include "compiler/Printer.h"
 #include "compiler/codegen/IntervalCodegen.h"
+#include "dsl/Expr.h"
 #include "dsl/Stdlib.h"
 #include "kernels_templates/Embedded.h"
 #include "runtime/Nvrtc.h"
@@ -64,7 +65,20 @@ TEST(ClassifyNvrtc, GeneratedCodeReads) {
   p.mask = stdlib::causal();
   ClassifySource src = generate_classify_tiles(lower(p).program);
   EXPECT_NE(src.cuda.source.find("tj_iv_cmp<kTjGe>"), std::string::npos) << src.cuda.source;
+  EXPECT_NE(src.cuda.source.find("classify_rows_kernel<TjIntervalProgram>"), std::string::npos);
   EXPECT_TRUE(src.summarise_entries.empty());
+  EXPECT_TRUE(src.summary_level_entry.empty());
+
+  // A buffer read: a summary entry for it and the range-table level entry, both in the source.
+  dsl::Buffer doc("doc", ElemType::I32, {"B", "S"});
+  p.mask = stdlib::document(doc) && stdlib::causal();
+  p.buffers.push_back({"doc", ElemType::I32, {"B", "S"}});
+  src = generate_classify_tiles(lower(p).program);
+  ASSERT_EQ(src.summarise_entries.size(), 1u);
+  EXPECT_NE(src.cuda.source.find(src.summarise_entries[0]), std::string::npos);
+  ASSERT_FALSE(src.summary_level_entry.empty());
+  EXPECT_NE(src.cuda.source.find(src.summary_level_entry), std::string::npos);
+  compile(p, "document_causal");
 }
 
 TEST(ClassifyNvrtc, RandomProgramsCompile) {
