@@ -146,12 +146,19 @@ __device__ __forceinline__ int swz(int row, int chunk) {
 
 // One operand tile of one K step, read from a row-major matrix: rows [0, rows) starting at
 // `base` (row stride `stride` elements) and `cols` valid columns from base; everything outside
-// is zero-filled (the copy names `base` and reads nothing).
+// is zero-filled (the copy names `base` and reads nothing). With `gather`, operand row r is
+// matrix row gather[r] from base (a vocabulary order: weight rows visited out of place).
 struct CeOperand {
   const u16* base;
   long long stride;
   int rows, cols;
+  const int* gather = nullptr;
 };
+
+// Source of operand row r (r < op.rows).
+__device__ __forceinline__ const u16* operand_row(const CeOperand& op, int r) {
+  return op.base + (long long)op.gather[r] * op.stride;
+}
 
 // K-major kRows x 64 tile: operand row r = tile row r, columns = k.
 template <int kRows, int kThreads>
@@ -159,9 +166,18 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op) {
   constexpr int kRowStep = kThreads / 8;  // rows between a thread's copies (a multiple of 8)
   const int row0 = threadIdx.x >> 3, chunk = threadIdx.x & 7;
   const bool col_ok = chunk * 8 < op.cols;
+  const u32 dst = smem_addr(tile + swz(row0, chunk));
+  if (op.gather) {
+#pragma unroll
+    for (int i = 0; i < kRows / kRowStep; ++i) {
+      const int r = row0 + i * kRowStep;
+      const bool ok = col_ok && r < op.rows;
+      cp_async16(dst + i * kRowStep * 128, ok ? operand_row(op, r) + chunk * 8 : op.base, ok);
+    }
+    return;
+  }
   const u16* src = op.base + row0 * op.stride + chunk * 8;
   const long long step = kRowStep * op.stride;
-  const u32 dst = smem_addr(tile + swz(row0, chunk));
 #pragma unroll
   for (int i = 0; i < kRows / kRowStep; ++i) {
     bool ok = col_ok && row0 + i * kRowStep < op.rows;
@@ -177,9 +193,18 @@ __device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op) {
   constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;  // kRowStep: multiple of 8
   const int krow0 = threadIdx.x / kChunks, cc = threadIdx.x % kChunks;
   const bool col_ok = cc * 8 < op.cols;
+  const u32 dst = smem_addr(tile + (cc >> 3) * 4096 + swz(krow0, cc & 7));
+  if (op.gather) {
+#pragma unroll
+    for (int i = 0; i < 64 / kRowStep; ++i) {
+      const int r = krow0 + i * kRowStep;
+      const bool ok = col_ok && r < op.rows;
+      cp_async16(dst + i * kRowStep * 128, ok ? operand_row(op, r) + cc * 8 : op.base, ok);
+    }
+    return;
+  }
   const u16* src = op.base + krow0 * op.stride + cc * 8;
   const long long step = kRowStep * op.stride;
-  const u32 dst = smem_addr(tile + (cc >> 3) * 4096 + swz(krow0, cc & 7));
 #pragma unroll
   for (int i = 0; i < 64 / kRowStep; ++i) {
     bool ok = col_ok && krow0 + i * kRowStep < op.rows;

@@ -5,23 +5,29 @@
 // and G[r, v] = g_r * dL/dz_v * logit_grad(x_v), g_r the upstream gradient of row r (1, 1/n_kept
 // or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G.
 //
-// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify):
-//   1 "hot": some row has exp(max logit - lse) >= threshold (target excluded; threshold 0: all);
-//   2 "target only": not hot, but holds the target of some row;
-//   0 cold: every entry's dense gradient is below the threshold: skipped entirely.
+// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify) into two
+// bits: kTileHot, some row has exp(max logit - lse) >= threshold (target excluded; threshold 0:
+// every tile), and kTileHoldsTarget, the tile holds the target of some row of the row tile. Only
+// hot tiles are visited (recomputed, multiplied); the others are skipped entirely.
+// Target entries: in a hot tile a target's entry is part of G like any other. A target whose
+// tile is not hot for its row tile is a sparse correction instead (linear_ce_target_grad computes
+// its fp32 entry t_k): dE_k += t_k C[target], dC[target] += t_k E_k, dbias[target] += t_k. So a
+// target alone never makes a tile survive: a tile survives only if its probabilities do.
 // The uniform smoothing term -eps/L is handled analytically when logit_mod is the identity
 // (dE_r -= g_r eps/L sum_v C_v, dC_v -= eps/L sum_r g_r E_r), so it never keeps a tile alive;
 // with another logit_mod it is part of every visited tile, and filtering should be off.
+// Tiles are tiles of positions of a segment's vocabulary order (linear_ce_common.cuh): weight
+// rows are gathered through it, and dC / dbias rows are written to the weights' own rows.
 //
 // Work is done per vocabulary chunk (a run of tiles) through a bounded bf16/fp16 staging buffer
 // for G (rows padded to 128, chunk columns): for each chunk
-//   linear_ce_grad     recomputes hot tiles (tensor cores) and writes G; target-only tiles
-//                      are written without any matrix work (zeros plus target entries);
+//   linear_ce_grad     recomputes hot tiles (tensor cores) and writes G;
 //   linear_ce_dhidden  dE[row tile, d tile] (+)= G[row tile, chunk] . C[chunk, d tile]
-//                      over the row tile's visited vocabulary tiles;
+//                      over the row tile's visited vocabulary tiles (the first chunk also adds
+//                      the smoothing and target corrections);
 //   linear_ce_dweight  dC[vocab tile, d tile] = G[:, vocab tile]^T . E[:, d tile] over
-//                      the vocabulary tile's visited row tiles;
-//   linear_ce_dbias    column sums of G.
+//                      the vocabulary tile's visited row tiles, then its target corrections;
+//   linear_ce_dbias    column sums of G, plus target corrections.
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics.
 // Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta;
@@ -36,10 +42,13 @@ namespace tilejit_ce {
 struct CeBwdParams {
   CeLayout layout;
   CeRows rows;
-  const float* lse = nullptr;                 // [n_kept]
-  const float* target_logit = nullptr;        // [n_kept]
-  const float* target_raw = nullptr;          // [n_kept]
-  const float* row_grad = nullptr;            // [n_kept] g_r
+  const float* lse = nullptr;           // [n_kept]
+  const float* target_logit = nullptr;  // [n_kept]
+  const float* target_raw = nullptr;    // [n_kept]
+  const float* row_grad = nullptr;      // [n_kept] g_r
+  float* target_grad = nullptr;         // [n_kept] G's entry at the row's target, or nullptr (no
+                                        // sparse target correction: every tile is visited)
+  int* target_slot = nullptr;           // [n_kept] the target's slot (id_slot)
   const unsigned char* tile_class = nullptr;  // [row tiles, num_tiles]
   const int* row_list = nullptr;   // [row tiles, num_tiles]: visited vocab tiles, ascending
   const int* row_count = nullptr;  // [row tiles]
@@ -60,6 +69,10 @@ struct CeBwdParams {
 };
 
 // ---- preparation ---------------------------------------------------------------------------
+
+// Classes of (row tile, vocabulary tile) pairs (bits).
+constexpr unsigned char kTileHot = 1;          // visited: recomputed and multiplied
+constexpr unsigned char kTileHoldsTarget = 2;  // holds the target of a row of the row tile
 
 // Grid (n_rows): g_r for kept rows; ignored rows of dE are zeroed (they get no gradient).
 __device__ __forceinline__ void linear_ce_row_grad(const int* slot, const float* upstream,
@@ -99,7 +112,8 @@ __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
     int any_hot = __syncthreads_or(hot);
     int any_tgt = __syncthreads_or(ttile == t);
     if (threadIdx.x == 0)
-      q.tile_class[(long long)rt * q.layout.num_tiles + t] = any_hot ? 1 : (any_tgt ? 2 : 0);
+      q.tile_class[(long long)rt * q.layout.num_tiles + t] =
+          (any_hot ? kTileHot : 0) | (any_tgt ? kTileHoldsTarget : 0);
   }
 }
 
@@ -110,7 +124,7 @@ __device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_cl
   int rt = blockIdx.x, base = 0;
   for (int c = 0; c < num_tiles; c += blockDim.x) {
     int t = c + threadIdx.x;
-    bool v = t < num_tiles && tile_class[(long long)rt * num_tiles + t] != 0;
+    bool v = t < num_tiles && (tile_class[(long long)rt * num_tiles + t] & kTileHot);
     int total, pos = block_exclusive_count(v, scratch, &total);
     if (v) row_list[(long long)rt * num_tiles + base + pos] = t;
     base += total;
@@ -126,7 +140,7 @@ __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_cl
   if (t >= num_tiles) return;
   int n = 0;
   for (int rt = 0; rt < num_row_tiles; ++rt)
-    if (tile_class[(long long)rt * num_tiles + t])
+    if (tile_class[(long long)rt * num_tiles + t] & kTileHot)
       col_list[(long long)t * num_row_tiles + n++] = rt;
   col_count[t] = n;
 }
@@ -194,30 +208,11 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int rt = blockIdx.x, ct = blockIdx.y, tile = p.chunk_first + ct;
-  const int cls = p.tile_class[(long long)rt * L.num_tiles + tile];
-  if (cls == 0) return;
+  if (!(p.tile_class[(long long)rt * L.num_tiles + tile] & kTileHot)) return;
   const int row0 = rt * kTileRows;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   const int lbase = (tile - S.first_tile) * kTileIds;
   u16* stage = smem;
-
-  if (cls == 2) {  // target only: no matrix work
-    for (int c = threadIdx.x; c < kTileRows * kStageStride / 2; c += blockDim.x)
-      reinterpret_cast<u32*>(stage)[c] = 0u;
-    __syncthreads();
-    for (int r = threadIdx.x; r < kTileRows; r += blockDim.x) {
-      int k = row0 + r;
-      if (k >= R.n_kept) break;
-      int orig = R.kept[k], id = R.targets[orig], lv = id - S.begin - lbase;
-      if (lv >= 0 && lv < kTileIds && id - S.begin < S.size) {
-        float g = grad_entry<Prog>(args, p, p.target_raw[k], p.target_logit[k], k, orig, true, id);
-        stage[r * kStageStride + lv] = (u16)(pack2<kF16>(g, 0.f) & 0xffffu);
-      }
-    }
-    __syncthreads();
-    store_grad_tile(p, stage, rt, ct);
-    return;
-  }
 
   const int ksteps = (R.dim + CeGradCta::kK - 1) / CeGradCta::kK;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
@@ -225,9 +220,7 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
     load_kmajor<kTileRows, CeGradCta::kThreads>(
         a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
                           R.dim - k0});
-    load_kmajor<kTileIds, CeGradCta::kThreads>(
-        b_tile, CeOperand{S.weight + lbase * S.weight_stride + k0, S.weight_stride, S.size - lbase,
-                          R.dim - k0});
+    load_kmajor<kTileIds, CeGradCta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
   };
   CeGradCta::Acc acc;  // one tile: the accumulators stay as they are at the end
   gemm_loop<CeGradCta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
@@ -245,11 +238,12 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
         float g2[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int lv = lbase + col + e, id = S.begin + lv;
+          int pos = lbase + col + e;
           g2[e] = 0.f;
-          if (row_ok && lv < S.size) {
+          if (row_ok && pos < S.size) {
+            int row = seg_row(S, pos), id = S.begin + row;
             float x = acc[mi][ni][h * 2 + e];
-            if (S.bias) x += to_float<kF16>(S.bias[lv]);
+            if (S.bias) x += to_float<kF16>(S.bias[row]);
             float z = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
             g2[e] = grad_entry<Prog>(args, p, x, z, k, orig, id == tgt, id);
           }
@@ -259,6 +253,78 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
     }
   __syncthreads();
   store_grad_tile(p, stage, rt, ct);
+}
+
+// Grid (ceil(n_kept / 256)), 256 threads: per kept row, its target's slot and the fp32 entry of
+// G there, for the sparse target correction (used where the target's tile is not hot).
+template <class Prog, class Args>
+__device__ __forceinline__ void linear_ce_target_grad(const Args& args, const CeBwdParams& p) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= p.rows.n_kept) return;
+  const int orig = p.rows.kept[k], id = p.rows.targets[orig];
+  p.target_slot[k] = id_slot(p.layout, id);
+  p.target_grad[k] =
+      grad_entry<Prog>(args, p, p.target_raw[k], p.target_logit[k], k, orig, true, id);
+}
+
+// ---- target corrections ----------------------------------------------------------------------
+
+// Whether kept row k's target entry is a sparse correction: its tile is not hot for the row's
+// row tile (so G does not hold it).
+__device__ __forceinline__ bool target_is_correction(const CeBwdParams& p, int k) {
+  const int tile = p.target_slot[k] / kTileIds;
+  return !(p.tile_class[(long long)(k / kTileRows) * p.layout.num_tiles + tile] & kTileHot);
+}
+
+// Weight row holding slot `slot` (a live id's place in the tiled vocabulary).
+__device__ __forceinline__ const u16* slot_weight_row(const CeLayout& L, int slot) {
+  const CeSegment& S = L.seg[tile_segment(L, slot / kTileIds)];
+  return S.weight + (long long)seg_row(S, slot - S.first_tile * kTileIds) * S.weight_stride;
+}
+
+// dC[target_k] += t_k E_k for the rows whose target lies in this tile and is a correction, rows
+// in ascending order; thread i owns column d0 + i. Runs after the tile's dC rows are written.
+template <bool kF16>
+__device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, const CeSegment& S,
+                                                        int tile, int d0) {
+  static_assert(CeProductCta::kThreads == CeProductCta::kN, "one thread per dC column");
+  __shared__ int rows[kTileRows];  // weight row of the row's target in this tile, or -1
+  __shared__ float grads[kTileRows];
+  const CeRows& R = p.rows;
+  const int d = d0 + threadIdx.x;
+  for (int rt = 0; rt < p.num_row_tiles; ++rt) {
+    if (p.tile_class[(long long)rt * p.layout.num_tiles + tile] != kTileHoldsTarget) continue;
+    __syncthreads();  // dC rows written by other threads; the previous row tile's lists consumed
+    if (threadIdx.x < kTileRows) {
+      const int k = rt * kTileRows + threadIdx.x;
+      int row = -1;
+      if (k < R.n_kept && p.target_slot[k] / kTileIds == tile)
+        row = seg_row(S, p.target_slot[k] - S.first_tile * kTileIds);
+      rows[threadIdx.x] = row;
+      grads[threadIdx.x] = row >= 0 ? p.target_grad[k] : 0.f;
+    }
+    __syncthreads();
+    if (d >= R.dim) continue;
+    for (int r = 0; r < kTileRows; ++r) {
+      if (rows[r] < 0) continue;
+      const float e =
+          to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
+      S.d_weight[(long long)rows[r] * S.d_weight_stride + d] += grads[r] * e;
+    }
+  }
+}
+
+// dbias at `slot`: the sum of t_k over rows whose target sits there as a correction, in order.
+__device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, int slot) {
+  const int tile = slot / kTileIds;
+  float acc = 0.f;
+  for (int rt = 0; rt < p.num_row_tiles; ++rt) {
+    if (p.tile_class[(long long)rt * p.layout.num_tiles + tile] != kTileHoldsTarget) continue;
+    const int k1 = min(p.rows.n_kept, (rt + 1) * kTileRows);
+    for (int k = rt * kTileRows; k < k1; ++k)
+      if (p.target_slot[k] == slot) acc += p.target_grad[k];
+  }
+  return acc;
 }
 
 // ---- products ------------------------------------------------------------------------------
@@ -304,14 +370,13 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
-    int lv0 = (tile - S.first_tile) * kTileIds + half * 64;
+    int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
     load_kmajor<kTileRows, CeProductCta::kThreads>(
         a_tile, CeOperand{p.grad + rt * kTileRows * p.grad_stride +
                               (tile - p.chunk_first) * kTileIds + half * 64,
                           p.grad_stride, kTileRows, 64});
-    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(
-        b_tile, CeOperand{S.weight + lv0 * S.weight_stride + d0, S.weight_stride, S.size - lv0,
-                          R.dim - d0});
+    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(b_tile,
+                                                           weight_rows(S, pos0, d0, R.dim - d0));
   };
   CeProductCta::Acc acc;
   gemm_loop<CeProductCta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
@@ -326,6 +391,10 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
       if (k >= R.n_kept) continue;
       float* dst = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
       float gs = p.weight_colsum && p.first_chunk ? -p.row_grad[k] * smooth : 0.f;
+      // The row's target entry, when it is a sparse correction: dE_k += t_k C[target].
+      const bool corrected = p.first_chunk && p.target_grad && target_is_correction(p, k);
+      const u16* ct = corrected ? slot_weight_row(L, p.target_slot[k]) : nullptr;
+      const float tg = corrected ? p.target_grad[k] : 0.f;
 #pragma unroll
       for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
         int d = d0 + acc_col<CeProductCta>(ni);
@@ -334,6 +403,10 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
         if (gs != 0.f) {
           v.x += gs * p.weight_colsum[d];
           v.y += gs * p.weight_colsum[d + 1];
+        }
+        if (ct) {
+          v.x += tg * to_float<kF16>(ct[d]);
+          v.y += tg * to_float<kF16>(ct[d + 1]);
         }
         float2* o = reinterpret_cast<float2*>(dst + d);
         if (!p.first_chunk) {
@@ -346,7 +419,8 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
     }
 }
 
-// Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once.
+// Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
+// corrections).
 template <bool kF16>
 __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
   extern __shared__ __align__(128) u16 smem[];
@@ -376,9 +450,9 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int lv = lbase + acc_row<CeProductCta>(mi, h);
-      if (lv >= S.size) continue;
-      float* dst = S.d_weight + (long long)lv * S.d_weight_stride;
+      int pos = lbase + acc_row<CeProductCta>(mi, h);
+      if (pos >= S.size) continue;
+      float* dst = S.d_weight + (long long)seg_row(S, pos) * S.d_weight_stride;
 #pragma unroll
       for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
         int d = d0 + acc_col<CeProductCta>(ni);
@@ -391,9 +465,11 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
         *reinterpret_cast<float2*>(dst + d) = v;
       }
     }
+  if (p.target_grad) add_target_rows_dweight<kF16>(p, S, tile, d0);
 }
 
-// One thread per id of the chunk: dbias = column sum of G over visited row tiles (in order).
+// One thread per position of the chunk: dbias = column sum of G over visited row tiles (in
+// order), plus the smoothing and target corrections.
 template <bool kF16>
 __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
   const CeLayout& L = p.layout;
@@ -401,8 +477,8 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
   if (c >= p.chunk_tiles * kTileIds) return;
   int tile = p.chunk_first + c / kTileIds;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
-  int lv = (tile - S.first_tile) * kTileIds + c % kTileIds;
-  if (!S.d_bias || lv >= S.size) return;
+  int pos = (tile - S.first_tile) * kTileIds + c % kTileIds;
+  if (!S.d_bias || pos >= S.size) return;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   int count = p.col_count[tile];
   float acc = 0.f;
@@ -411,7 +487,8 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
     for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * p.grad_stride]);
   }
   if (p.weight_colsum) acc -= p.label_smoothing / (float)L.live_ids * p.grad_sum[0];
-  S.d_bias[lv] = acc;
+  if (p.target_grad) acc += target_bias_correction(p, tile * kTileIds + c % kTileIds);
+  S.d_bias[seg_row(S, pos)] = acc;
 }
 
 #ifndef __CUDACC_RTC__
@@ -447,6 +524,11 @@ __global__ void __launch_bounds__(CeGradCta::kThreads, 2)
     linear_ce_grad_kernel(const __grid_constant__ Args args,
                           const __grid_constant__ CeBwdParams p) {
   linear_ce_grad<Prog, Args, kF16>(args, p);
+}
+template <class Prog, class Args>
+__global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,
+                                             const __grid_constant__ CeBwdParams p) {
+  linear_ce_target_grad<Prog>(args, p);
 }
 template <bool kF16>
 __global__ void __launch_bounds__(CeProductCta::kThreads, 1)

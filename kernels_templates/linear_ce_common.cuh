@@ -7,6 +7,12 @@
 // first tile. Rows: ignore_index rows are compacted away first (linear_ce_compact_rows);
 // every other kernel walks "kept" rows k = 0..n_kept-1, original row kept[k].
 //
+// Vocabulary order: the kernels tile *positions* 0..V_s-1 of a segment. Position p holds weight
+// row order[p] (global id begin + order[p]); rank[] is the inverse. Without an order (nullptr)
+// position p is row p. An order only changes which ids share a tile: weight rows are gathered
+// through it, gradients are written back to their own rows, and ids, targets and per-row results
+// are the caller's (runtime/LinearCe.h "Vocabulary order").
+//
 // Hook interface filled by generated code (compiler/codegen/LossKernels.h; stand-ins in
 // tests/gpu/linear_ce_harness.cu):
 //   struct Prog {
@@ -41,11 +47,13 @@ struct CeSegment {
   const u16* bias = nullptr;    // [size] or nullptr
   float* d_weight = nullptr;    // [size, dim] fp32, row stride d_weight_stride
   float* d_bias = nullptr;      // [size] fp32 or nullptr
+  const int* order = nullptr;   // [size] position -> weight row, or nullptr (natural order)
+  const int* rank = nullptr;    // [size] weight row -> position (order's inverse), or nullptr
   long long weight_stride = 0;
   long long d_weight_stride = 0;
   int begin = 0;       // global id of row 0
   int size = 0;        // V_s
-  int first_tile = 0;  // global tile number of row 0
+  int first_tile = 0;  // global tile number of position 0
 };
 
 struct CeLayout {
@@ -75,13 +83,37 @@ __device__ __forceinline__ int tile_segment(const CeLayout& L, int tile) {
   return s;
 }
 
-// Global tile holding global id `id` (a live id), or -1.
-__device__ __forceinline__ int id_tile(const CeLayout& L, int id) {
+// Weight row at position `pos` of S, and the position of weight row `row`.
+__device__ __forceinline__ int seg_row(const CeSegment& S, int pos) {
+  return S.order ? S.order[pos] : pos;
+}
+__device__ __forceinline__ int seg_position(const CeSegment& S, int row) {
+  return S.rank ? S.rank[row] : row;
+}
+
+// Weight rows at positions [pos0, size) of S, columns [k0, k0 + cols), as an operand: a
+// strided block, or rows gathered through S's order.
+__device__ __forceinline__ CeOperand weight_rows(const CeSegment& S, int pos0, int k0, int cols) {
+  if (S.order)
+    return CeOperand{S.weight + k0, S.weight_stride, S.size - pos0, cols, S.order + pos0};
+  return CeOperand{S.weight + pos0 * S.weight_stride + k0, S.weight_stride, S.size - pos0, cols};
+}
+
+// Global slot of live id `id` in the tiled vocabulary (tile = slot / kTileIds), or -1 when the id
+// is in no segment.
+__device__ __forceinline__ int id_slot(const CeLayout& L, int id) {
   for (int s = 0; s < L.num_segments; ++s) {
-    int lv = id - L.seg[s].begin;
-    if (lv >= 0 && lv < L.seg[s].size) return L.seg[s].first_tile + lv / kTileIds;
+    int row = id - L.seg[s].begin;
+    if (row >= 0 && row < L.seg[s].size)
+      return L.seg[s].first_tile * kTileIds + seg_position(L.seg[s], row);
   }
   return -1;
+}
+
+// Global tile holding global id `id` (a live id), or -1.
+__device__ __forceinline__ int id_tile(const CeLayout& L, int id) {
+  int slot = id_slot(L, id);
+  return slot < 0 ? -1 : slot / kTileIds;
 }
 
 __device__ __forceinline__ float warp_max(float v) {

@@ -2,7 +2,8 @@
 //
 // linear_ce_fwd: grid (ceil(n_kept / 256), vocabulary splits). A CTA computes logit tiles
 // E[256 kept rows] . C_s[128 ids]^T on tensor cores (ce_mma.cuh), one vocabulary tile after the
-// other over its split, with the pipeline running across tile boundaries. The epilogue applies
+// other over its split (tiles of positions: weight rows gathered through the segment's order
+// when it has one), with the pipeline running across tile boundaries. The epilogue applies
 // bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum of
 // logits (label smoothing) in registers; the target logit is stored by the one thread whose
 // column holds the target. Optionally it records max logit per (vocabulary tile, row), target
@@ -75,9 +76,7 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
     load_kmajor<kFwdRows, CeFwdCta::kThreads>(
         a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
                           R.dim - k0});
-    load_kmajor<kTileIds, CeFwdCta::kThreads>(
-        b_tile, CeOperand{S.weight + lbase * S.weight_stride + k0, S.weight_stride, S.size - lbase,
-                          R.dim - k0});
+    load_kmajor<kTileIds, CeFwdCta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
   };
 
   auto tile_done = [&](int ti, CeFwdCta::Acc& acc) {
@@ -94,12 +93,12 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
       for (int ni = 0; ni < CeFwdCta::kNI; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int lv = lbase + acc_col<CeFwdCta>(ni) + e;
+          int pos = lbase + acc_col<CeFwdCta>(ni) + e;
           float v = neg_inf();
-          if (row_ok && lv < S.size) {
-            int id = S.begin + lv;
+          if (row_ok && pos < S.size) {
+            int row = seg_row(S, pos), id = S.begin + row;
             float x = acc[mi][ni][h * 2 + e];
-            if (S.bias) x += to_float<kF16>(S.bias[lv]);
+            if (S.bias) x += to_float<kF16>(S.bias[row]);
             v = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig[r], id);
             if (id == tgt[r]) {
               p.target_logit[krow[r]] = v;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
 #include "compiler/Printer.h"
+#include "runtime/AttentionTma.h"
 #include "runtime/DenseMask.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
@@ -85,6 +87,16 @@ void check_gpu_layout(const TensorView& t) {
                        "attention: '{}': the stride of dimension {} must be a multiple of 8 "
                        "elements (16-byte aligned rows), got {} ({})",
                        t.name, i, t.strides[i], t.describe());
+}
+
+// What the Hopper forward needs on top: TMA addresses memory through non-negative strides.
+void check_tma_layout(const TensorView& t) {
+  for (int i = 0; i < 3; ++i)
+    TILEJIT_USER_CHECK(t.shape[i] <= 1 || t.strides[i] >= 0,
+                       "attention: '{}': the sm90 forward loads it with TMA, which needs "
+                       "non-negative strides, got {} for dimension {} ({}); the portable forward "
+                       "(AttentionPath::Portable, TILEJIT_ATTENTION_PATH=portable) takes it",
+                       t.name, t.strides[i], i, t.describe());
 }
 
 // Called last, once a context is current: catches host memory marked as device memory.
@@ -248,7 +260,11 @@ struct BwdParams {
   AttnShapeArg shape;
   BlockMaskArg mask;
 };
+struct TmaMapsArg {  // tjk::AttnFwdTmaMaps
+  CUtensorMap q, k, v;
+};
 static_assert(sizeof(FwdParams) == kAttnFwdParamsBytes);
+static_assert(sizeof(TmaMapsArg) == kAttnFwdTmaMapsBytes);
 static_assert(sizeof(BwdParams) == kAttnBwdParamsBytes);
 
 struct DeviceMask {
@@ -326,6 +342,18 @@ AttnTensorArg tensor_arg(const TensorView& t) {
   return {t.data, t.strides[0], t.strides[1], t.strides[2]};
 }
 
+// An empty tensor (Skv = 0) gets no map: the kernel has no kv step to load then.
+CUtensorMap tensor_map(const TensorView& t) {
+  CUtensorMap map{};
+  if (t.numel() == 0) return map;
+  const int64_t shape[4] = {t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  const int64_t strides[3] = {t.strides[0], t.strides[1], t.strides[2]};
+  Driver* driver = Driver::get();
+  attention_tensor_map_args(t.data, shape, strides, t.dtype == DType::F16)
+      .encode_with([&](auto... a) { driver->tensor_map_encode_tiled(a...); }, &map);
+  return map;
+}
+
 unsigned blocks(int64_t items, int64_t per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
@@ -339,6 +367,24 @@ void launch_if(const Kernel& k, Dim3 grid, CUstream stream, void** params) {
 std::string program_key(const AttentionProgram& program) { return program_hash(program); }
 
 }  // namespace
+
+AttentionModule attention_forward_module(AttentionPath path, const std::string& arch) {
+  if (path == AttentionPath::Auto) {
+    const char* env = std::getenv("TILEJIT_ATTENTION_PATH");
+    const std::string_view chosen = env ? env : "";
+    if (chosen.empty())
+      return arch == "sm_90a" ? AttentionModule::ForwardSm90 : AttentionModule::Forward;
+    TILEJIT_USER_CHECK(chosen == "portable" || chosen == "sm90",
+                       "TILEJIT_ATTENTION_PATH must be 'portable' or 'sm90', got '{}'", chosen);
+    path = chosen == "sm90" ? AttentionPath::Sm90 : AttentionPath::Portable;
+  }
+  if (path == AttentionPath::Portable) return AttentionModule::Forward;
+  TILEJIT_USER_CHECK(arch == "sm_90a",
+                     "attention: the sm90 forward (wgmma + TMA) runs on sm_90a devices (compute "
+                     "capability 9.0), not on this {} device",
+                     arch);
+  return AttentionModule::ForwardSm90;
+}
 
 AttentionVariant attention_variant(DType dtype, int head_dim) {
   TILEJIT_USER_CHECK(
@@ -391,10 +437,16 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   CUcontext context = gpu_context(arch);
   check_device_pointers({&q, &k, &v, &out, &lse});
   AttentionVariant variant = attention_variant(q.dtype, p.dim);
-  auto fwd = prepare(program, program_key(program), variant, AttentionModule::Forward, arch);
-  Kernel kernel = load(*fwd, "attention_fwd", p.dim);
+  const AttentionModule module = attention_forward_module(options.forward_path, arch);
+  const bool sm90 = module == AttentionModule::ForwardSm90;
+  if (sm90)
+    for (const TensorView* t : {&q, &k, &v}) check_tma_layout(*t);
+  auto fwd = prepare(program, program_key(program), variant, module, arch);
+  Kernel kernel = load(*fwd, sm90 ? "attention_fwd_sm90" : "attention_fwd", p.dim);
   if (int64_t{p.batch} * p.heads_q * p.seq_q == 0) return;
   std::vector<unsigned char> args = pack_args(fwd->layout, bindings);
+  TmaMapsArg maps{};
+  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v)};
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
@@ -405,7 +457,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    static_cast<float*>(lse.data),
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, block_mask)};
-  void* kernel_params[] = {&params, args.data()};
+  void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   launch_if(
       kernel,
       {static_cast<unsigned>(p.batch * p.heads_q), static_cast<unsigned>(block_mask.q_tiles()), 1},

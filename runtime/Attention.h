@@ -19,6 +19,8 @@
 // Where the work runs follows the tensors: all in device memory -> the GPU kernels (bf16 or
 // f16, head dim 64 or 128, 16-byte aligned rows: data pointers 16-byte aligned and the B, H, S
 // strides multiples of 8 elements; the block mask built with block_q = 128, block_kv = 64);
+// on sm_90a the forward runs the Hopper kernel (wgmma + TMA), which also needs non-negative
+// strides (AttentionOptions::forward_path and TILEJIT_ATTENTION_PATH choose otherwise);
 // all in host memory -> the CPU executor (runtime/cpu/CpuAttention.h; f32, bf16 or f16, any head
 // dim, any tile sizes). Bound buffers live where the tensors do. Mixing is a UserError.
 //
@@ -42,11 +44,18 @@
 
 namespace tilejit {
 
+// Which GPU forward kernel runs: the portable one (mma.sync, any sm_80+ device) or the Hopper
+// one (wgmma + TMA, sm_90a only).
+enum class AttentionPath : uint8_t { Auto, Portable, Sm90 };
+
 struct AttentionOptions {
   std::optional<float> scale;  // multiplies <q, k> before score_mod; default 1 / sqrt(D)
   // Backward without atomics: dQ is bit-identical run to run (dK and dV always are). The CPU
   // executor is always deterministic.
   bool deterministic = false;
+  // Auto: TILEJIT_ATTENTION_PATH=portable|sm90 when set, else Sm90 on sm_90a devices and
+  // Portable elsewhere. Asking for Sm90 elsewhere is a UserError.
+  AttentionPath forward_path = AttentionPath::Auto;
 };
 
 // O = softmax(mask(score_mod(scale * Q K^T))) V and its log-sum-exp, into `out` and `lse`.
@@ -63,6 +72,11 @@ void attention_backward(const AttentionProgram& program, const TensorView& q, co
                         const BlockMask& block_mask, const AttentionOptions& options,
                         CUstream stream, const TensorView& dq, const TensorView& dk,
                         const TensorView& dv);
+
+// The forward module that runs for `path` on a device compiled for `arch` ("sm_90a", ...),
+// reading TILEJIT_ATTENTION_PATH when `path` is Auto; a UserError for Sm90 on another arch or an
+// unknown TILEJIT_ATTENTION_PATH value.
+AttentionModule attention_forward_module(AttentionPath path, const std::string& arch);
 
 // The GPU kernel variant for a tensor dtype and head dim; a UserError listing what is supported
 // for anything else.

@@ -306,9 +306,8 @@ void Driver::tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type,
                      "the CUDA driver ({}) has no cuTensorMapEncodeTiled: tensor maps need a "
                      "CUDA 12.0 or newer driver",
                      driver_version_);
-  check(api_->tensor_map_encode_tiled(map, type, rank, address, dims, strides, box,
-                                      element_strides, interleave, swizzle, l2_promotion,
-                                      oob_fill),
+  check(api_->tensor_map_encode_tiled(map, type, rank, address, dims, strides, box, element_strides,
+                                      interleave, swizzle, l2_promotion, oob_fill),
         "cuTensorMapEncodeTiled");
 }
 

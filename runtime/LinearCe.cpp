@@ -18,9 +18,11 @@
 #include "runtime/Driver.h"
 #include "runtime/Launch.h"
 #include "runtime/LinearCeChecks.h"
+#include "runtime/LinearCeOrder.h"
 #include "runtime/LinearCeParams.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/Module.h"
+#include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
 
@@ -149,7 +151,8 @@ struct LinearCeState {
   int64_t n_rows = 0, dim = 0, n_kept = 0;
   float threshold = 0;
   bool analytic_smoothing = false;
-  CeLayout layout;
+  CeLayout layout;     // with the vocabulary order the forward visited, if any
+  ForwardOrder order;  // that order and the state that handed it out (LinearCeOrder.h)
   LinearCeWorkspace ws;
   DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
   DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
@@ -219,7 +222,8 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden_in,
                                              const Bindings& bind, const TensorView& targets_in,
                                              const LinearCeOptions& options, CUstream stream,
-                                             const LinearCeOutputs& outputs_in) {
+                                             const LinearCeOutputs& outputs_in,
+                                             const LinearCeTeacher& teacher) {
   const TensorView hidden = named(hidden_in, "E"), targets = named(targets_in, "targets");
   LinearCeOutputs outputs = outputs_in;
   for (auto [view, name] :
@@ -227,6 +231,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
         std::pair{&outputs.lse, "lse"}})
     if (*view) **view = named(**view, name);
   check_forward_inputs(prog, hidden, targets, outputs);
+  check_teacher(prog, teacher);
   check_options(prog, options);
   auto st = std::make_shared<LinearCeState>();
   st->segments = bind_segments(prog, hidden, bind);
@@ -312,6 +317,17 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)}, {128},
       0, stream, static_cast<const void*>(hidden.data), static_cast<long long>(hidden.strides[0]),
       static_cast<const int32_t*>(st->kept()), dim, hidden_kept);
+
+  st->order = forward_order(P, options, st->threshold, [&] {
+    PrePass pass{.layout = &st->layout, .hidden_kept = hidden_kept, .n_kept = n_kept, .dim = dim};
+    pass.colsum_part = K.function(LossModule::Rows, "linear_ce_colsum_part");
+    pass.sum_parts = K.function(LossModule::Rows, "linear_ce_sum_parts");
+    pass.average_logit = K.function(LossModule::Rows, "linear_ce_average_logit");
+    pass.is_f16 = hidden.dtype == DType::F16;
+    return average_logits(pass, driver, stream);
+  });
+  st->layout = with_order(st->layout, st->order.tables.get());
+  out.vocab_ordered = st->order.tables != nullptr;
 
   CeFwdParams p;
   p.layout = st->layout;
@@ -443,32 +459,51 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
 
   CeBwdParams p;
-  p.layout = layout;
   p.rows = {st.fwd<void>(ws.hidden_kept), dim, st.kept(), st.targets32(), n_kept, dim};
   CeClassifyParams c;
-  c.layout = layout;
   c.kept = st.kept();
   c.targets = st.targets32();
   c.lse = st.fwd<float>(ws.lse);
-  c.tile_max = st.threshold > 0 ? st.fwd<float>(ws.tile_max) : nullptr;
   c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
   c.n_kept = n_kept;
   c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
   const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
-  run(K.function(LossModule::Rows, "linear_ce_classify"),
-      {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
   p.tile_class = c.tile_class;
   p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
   p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
   p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
-  const unsigned char* tile_class = c.tile_class;
-  run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
-      {256}, 0, stream, tile_class, num_tiles, const_cast<int32_t*>(p.row_list),
-      const_cast<int32_t*>(p.row_count));
-  run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
-      stream, tile_class, num_tiles, row_tiles, const_cast<int32_t*>(p.col_list),
-      const_cast<int32_t*>(p.col_count));
+  // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), and their lists.
+  auto classify = [&](const CeLayout& visit, const float* tile_max) {
+    c.layout = visit;
+    c.tile_max = tile_max;
+    run(K.function(LossModule::Rows, "linear_ce_classify"),
+        {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
+    run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
+        {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
+    run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
+        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count);
+  };
+  classify(layout, st.threshold > 0 ? st.fwd<float>(ws.tile_max) : nullptr);
+  g.surviving_fraction = st.threshold > 0 ? -1 : 1;
+  if (st.order.tables) {  // keep the order only if it saves more than its gathers cost
+    std::vector<int32_t> visited_per_row_tile(row_tiles);
+    driver->stream_synchronize(stream);
+    driver->memcpy_dtoh(visited_per_row_tile.data(), reinterpret_cast<CUdeviceptr>(p.row_count),
+                        visited_per_row_tile.size() * sizeof(int32_t));
+    int64_t visited = 0;
+    for (int32_t v : visited_per_row_tile) visited += v;
+    const int64_t total = int64_t(row_tiles) * num_tiles;
+    g.surviving_fraction = surviving_fraction(visited, total);
+    if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
+    g.vocab_ordered = keep_order_for_backward(visited, total);
+    if (!g.vocab_ordered) {  // every tile, natural order: exactly the unfiltered backward
+      layout = with_order(layout, nullptr);
+      classify(layout, nullptr);
+    }
+  }
+  const bool some_skipped = c.tile_max != nullptr;
+  p.layout = layout;
   p.lse = c.lse;
   p.target_logit = st.fwd<float>(ws.target_logit);
   p.target_raw = st.fwd<float>(ws.target_raw);
@@ -515,6 +550,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     p.grad_sum = gsum;
   }
 
+  if (some_skipped) {  // targets in skipped tiles: sparse corrections (linear_ce_bwd.cuh)
+    p.target_grad = static_cast<float*>(bwd(ws.target_grad));
+    p.target_slot = static_cast<int32_t*>(bwd(ws.target_slot));
+    void* target_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
+    launch(K.function(LossModule::Gradient, "linear_ce_target_grad"), {blocks(n_kept, 256)}, {256},
+           0, stream, target_params);
+  }
   CUfunction grad = K.function(LossModule::Gradient, "linear_ce_grad", kCeGradSmemBytes);
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", kCeProductSmemBytes);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", kCeProductSmemBytes);

@@ -16,8 +16,8 @@
 // launch):
 //   E        [N, D] bf16 or f16, D a multiple of 8, last dim contiguous, rows 16-byte aligned
 //   weight   [V_s, D], E's dtype, same layout rules;   bias [V_s], E's dtype, contiguous
-//   targets  [N] i32 global ids, any stride (64-bit ids await an i64 DType in TensorView.h; the
-//            device check already has an i64 entry). ignore_index rows contribute nothing. A
+//   targets  [N] i32 global ids, any stride (i64 ids: a UserError on this path for now; the CPU
+//            executor takes them). ignore_index rows contribute nothing. A
 //            target that is neither ignore_index nor a live id (a dead id between segments, a
 //            negative id, one past the layout) is an error: the forward checks them on the
 //            device and reads the verdict back with the kept-row count (the forward synchronizes
@@ -31,7 +31,43 @@
 // E, per-tile max logits) and *views* of the weights and captured buffers: those must stay alive
 // and unchanged until the backward call. E itself is not needed by backward.
 //
-// Not supported on this path (UserError): a KL term, more than 4 segments.
+// Gradient filtering and the vocabulary order. Backward visits only the (128 rows x 128 ids)
+// tiles holding a probability at or above LinearCeOptions::filter_threshold, which it knows from
+// the per-tile max logits the forward records (skipped tiles are never recomputed). A target
+// never keeps a tile alive: where a row's target lies in a skipped tile, its gradient entry t_r
+// is applied as a sparse fp32 correction (dE_r += t_r C[target], dC[target] += t_r E_r, dbias
+// likewise), and label smoothing's uniform term is analytic (identity logit_mod). In natural id
+// order a trained head's likely ids are scattered, so nearly every tile holds one (zipf data,
+// Gemma-2 head: 97% of 128 x 256 tiles survive); ordered by average logit they cluster (25%).
+//   The order is one permutation per segment, not one global order over live ids: a tile then
+// still lies in one segment (one weight pointer, stride and bias), dead ids between segments
+// never enter a tile, and per-segment weights and biases need no remapping. It exists only
+// inside the kernels: they tile positions, gather weight rows and bias entries through the
+// permutation (rows stay 16-byte aligned) and write dC / dbias rows back to the weights' own
+// rows. Ids, targets, logit_mod's `id`, per-row results and every tensor the caller sees are
+// unchanged. An order changes which ids share a tile, never a value: visiting every tile, results
+// equal the natural order's up to fp32 summation order; filtering then skips other tiles, each
+// entry it drops still below the threshold. Deterministic for a given order.
+//   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
+// pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,
+// O(V D); the raw logit, before logit_mod), then a host sort per segment, highest first; State,
+// a runtime/VocabOrder.h object the caller reuses across steps, rebuilt from that pre-pass every
+// k forwards or fixed by the caller. An order serves filtering only: with filtering off the
+// natural order is used. A forward that runs the pre-pass synchronizes `stream` once more.
+//   The backward's choice: under an order it reads the surviving fraction back after classifying
+// the tiles (one synchronization) and, when nearly every tile survives
+// (runtime/VocabOrderPlan.h), visits every tile in natural order instead: the cost of no
+// filtering, without gathered loads. A State order found so is set aside until its next rebuild.
+// In natural order skipping never costs more than visiting, so nothing is read back there.
+//
+// Distillation. A program with a `kl` term also takes the teacher's hidden states, [N, D_t] in
+// E's dtype, as LinearCeTeacher::hidden (the last argument of the forward); the teacher layout's
+// weights and biases are bound by name in the same Bindings as the student's. Without a teacher
+// layout the teacher uses the student's weights (D_t = D). The teacher is frozen: it gets no
+// gradients. The CPU executor (runtime/cpu/CpuLinearCe.h) computes this term; on this path it is
+// a UserError for now, and so is a teacher given to a program without a `kl` term.
+//
+// Not supported on this path (UserError): a KL term, more than 4 segments, i64 targets.
 #pragma once
 
 #include <cuda.h>
@@ -47,8 +83,16 @@
 #include "runtime/Bindings.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorView.h"
+#include "runtime/VocabOrder.h"
 
 namespace tilejit {
+
+// Where the vocabulary order comes from (see "Gradient filtering and the vocabulary order").
+enum class VocabOrdering : uint8_t {
+  Natural,       // ids in the layout's order
+  AverageLogit,  // a pre-pass on this call's rows orders each segment by average logit
+  State,         // LinearCeOptions::vocab_order: kept across calls, rebuilt every k or fixed
+};
 
 struct LinearCeOptions {
   // Gradient filtering: backward skips every (128 rows x 128 ids) tile whose probabilities are
@@ -63,6 +107,9 @@ struct LinearCeOptions {
   // Bound on the backward's bf16/f16 staging buffer for the gradient tiles (it works through the
   // vocabulary in chunks that fit).
   int64_t grad_buffer_bytes = int64_t{512} << 20;
+  // The order the kernels visit each segment's ids in, when filtering is on.
+  VocabOrdering vocab_ordering = VocabOrdering::Natural;
+  std::shared_ptr<VocabOrder> vocab_order;  // VocabOrdering::State: the order to use
 };
 
 // A segment's bound tensors, in the program's segment order.
@@ -78,6 +125,11 @@ struct LinearCeOutputs {
   std::optional<TensorView> lse;       // f32 [N] contiguous, 0 on ignored rows
 };
 
+// The teacher of a `kl` term (see "Distillation" above).
+struct LinearCeTeacher {
+  std::optional<TensorView> hidden;  // [N, D_t]
+};
+
 struct LinearCeState;  // saved for backward (LinearCe.cpp)
 
 struct LinearCeForward {
@@ -86,6 +138,7 @@ struct LinearCeForward {
   TensorView lse;       // f32 [N]: log-sum-exp of the modified logits over live ids
   int64_t n_rows = 0, n_kept = 0;
   float filter_threshold = 0;  // the one backward uses (0: exact)
+  bool vocab_ordered = false;  // the tiles followed a vocabulary order
   std::shared_ptr<const LinearCeState> state;
 };
 
@@ -100,6 +153,10 @@ struct LinearCeGradients {
   TensorView d_hidden;                            // f32 [N, D]; 0 on ignored rows
   std::vector<TensorView> d_weight;               // per segment
   std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
+  // Filtering as it ran: the fraction of tiles that survived (1 with filtering off; -1 when not
+  // read back, as in natural order), and whether they were visited in the forward's order.
+  double surviving_fraction = -1;
+  bool vocab_ordered = false;
   // What the library allocated: outputs the caller did not give, and the backward's scratch
   // (the kernels may still be running when the call returns). Drop it to free them.
   std::shared_ptr<const void> storage;
@@ -109,7 +166,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
                                              const Bindings& segments_and_captures,
                                              const TensorView& targets,
                                              const LinearCeOptions& options, CUstream stream,
-                                             const LinearCeOutputs& outputs = {});
+                                             const LinearCeOutputs& outputs = {},
+                                             const LinearCeTeacher& teacher = {});
 
 // `grad_loss`: f32 device, [N] for reduction none, one element otherwise (dL/dloss).
 LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,

@@ -79,6 +79,13 @@ void check_options(const LossProgram& prog, const LinearCeOptions& o) {
                      "program {}: grad_buffer_bytes must be positive, "
                      "got {}",
                      prog.name, o.grad_buffer_bytes);
+  const bool state = o.vocab_ordering == VocabOrdering::State;
+  TILEJIT_USER_CHECK(!state || o.vocab_order,
+                     "program {}: vocab_ordering State needs a vocab_order (runtime/VocabOrder.h)",
+                     prog.name);
+  TILEJIT_USER_CHECK(state || !o.vocab_order,
+                     "program {}: a vocab_order is given but vocab_ordering is not State",
+                     prog.name);
 }
 
 
@@ -114,6 +121,13 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
   return out;
 }
 
+void check_teacher(const LossProgram& prog, const LinearCeTeacher& teacher) {
+  TILEJIT_USER_CHECK(prog.kl || !teacher.hidden,
+                     "program {}: teacher hidden states '{}' are given but the program has no kl "
+                     "term",
+                     prog.name, teacher.hidden ? teacher.hidden->name : "");
+}
+
 // Shape, dtype, layout and bindings checks of a forward call; nothing here needs a GPU.
 void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
                                  const TensorView& targets, const LinearCeOutputs& outputs) {
@@ -126,6 +140,10 @@ void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
   TILEJIT_USER_CHECK(n <= std::numeric_limits<int32_t>::max(), "'{}': N = {} exceeds 2^31 - 1",
                      hidden.name, n);
   check_operand(hidden, hidden.dtype, n, d, "N");
+  TILEJIT_USER_CHECK(targets.dtype != DType::I64,
+                     "program {}: '{}' holds i64 ids; the GPU path takes i32 targets for now (the "
+                     "CPU executor takes both)",
+                     prog.name, targets.name);
   targets.check_well_formed().check_rank(1).check_dtype(DType::I32);
   targets.check_where(TensorView::Where::Device).check_dim(0, n, "N").check_alignment(4);
   if (outputs.loss) check_f32_vector(*outputs.loss, -1);

@@ -24,6 +24,9 @@ void check_resident(Driver* driver, const TensorView& t);
 // The bindings of captured buffers and params only (segment tensors removed).
 Bindings captured_only(const LossProgram& prog, const Bindings& bind);
 void check_options(const LossProgram& prog, const LinearCeOptions& o);
+// A teacher given to a program without a `kl` term (KL programs are refused by
+// check_linear_ce_supported).
+void check_teacher(const LossProgram& prog, const LinearCeTeacher& teacher);
 // Shape, dtype, layout and bindings checks of a forward call.
 void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
                           const TensorView& targets, const LinearCeOutputs& outputs);

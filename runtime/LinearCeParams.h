@@ -20,6 +20,8 @@ struct CeSegment {
   const void* bias = nullptr;
   float* d_weight = nullptr;
   float* d_bias = nullptr;
+  const int32_t* order = nullptr;  // vocabulary order: position -> weight row (VocabOrder.h)
+  const int32_t* rank = nullptr;   // weight row -> position
   long long weight_stride = 0, d_weight_stride = 0;
   int32_t begin = 0, size = 0, first_tile = 0;
 };
@@ -61,6 +63,8 @@ struct CeBwdParams {
   CeLayout layout;
   CeRows rows;
   const float *lse = nullptr, *target_logit = nullptr, *target_raw = nullptr, *row_grad = nullptr;
+  float* target_grad = nullptr;
+  int32_t* target_slot = nullptr;
   const unsigned char* tile_class = nullptr;
   const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
                 *col_count = nullptr;

@@ -89,6 +89,8 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     take(ws.weight_colsum, a ? 4 * s.dim : 0);
     take(ws.hidden_wsum, a ? 4 * s.dim : 0);
     take(ws.grad_sum, 4);
+    take(ws.target_grad, s.filtering ? 4 * nk : 0);  // sparse target corrections
+    take(ws.target_slot, s.filtering ? 4 * nk : 0);
   }
   ws.total_bytes = off;
   return ws;

@@ -41,7 +41,7 @@ struct LinearCeWorkspace {
       target_raw, lse, row_loss, tile_max, loss;
   // backward
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, grad,
-      colsum_partial, weight_colsum, hidden_wsum, grad_sum;
+      colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad, target_slot;
   int64_t total_bytes = 0;
   int64_t grad_stride = 0;  // elements per staged G row
 };

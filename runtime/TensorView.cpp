@@ -17,6 +17,7 @@ size_t dtype_size(DType dtype) {
     case DType::I32: return 4;
     case DType::U8: return 1;
     case DType::Bool: return 1;
+    case DType::I64: return 8;
   }
   internal_error("unknown DType {}", static_cast<int>(dtype));
 }
@@ -29,6 +30,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::I32: return "i32";
     case DType::U8: return "u8";
     case DType::Bool: return "bool";
+    case DType::I64: return "i64";
   }
   internal_error("unknown DType {}", static_cast<int>(dtype));
 }

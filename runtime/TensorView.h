@@ -14,10 +14,10 @@
 
 namespace tilejit {
 
-enum class DType { F32, F16, BF16, I32, U8, Bool };
+enum class DType { F32, F16, BF16, I32, U8, Bool, I64 };
 
 size_t dtype_size(DType dtype);
-std::string_view dtype_name(DType dtype);  // "f32", "f16", "bf16", "i32", "u8", "bool"
+std::string_view dtype_name(DType dtype);  // "f32", "f16", "bf16", "i32", "u8", "bool", "i64"
 
 struct TensorView {
   enum class Where { Host, Device };

@@ -9,7 +9,8 @@ build_dir=${BUILD_DIR:-build}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-packages=(cmake ninja-build g++ make libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ make libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+          python3-numpy python3-venv python3-pip python3-setuptools python3-wheel)
 # Optional: the LLVM CPU backend and the parser fuzzer (clang). Installed when the
 # distribution has them; the build works without.
 optional=(llvm-dev clang)

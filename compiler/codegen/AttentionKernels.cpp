@@ -21,7 +21,9 @@ struct AttnEntry {
   bool uses_program;        // takes TjArgs and instantiates with TjProgram
   std::string_view template_args;
   std::string_view launch_bounds;
-  std::string_view smem;  // empty: no dynamic shared memory
+  std::string_view smem;        // empty: no dynamic shared memory
+  std::string_view min_blocks;  // second launch bound (CTAs per SM); empty: none
+  bool tma_maps;                // takes tjk::AttnFwdTmaMaps after TjArgs
 };
 
 const std::vector<AttnEntry>& entries() {
@@ -30,17 +32,21 @@ const std::vector<AttnEntry>& entries() {
       {M::Forward, "attention_fwd", "attention_fwd_cta", true, "{T}, {D}",
        "tjk::AttnFwdConfig<{D}>::kWarps * 32",
        "tjk::AttnFwdSmem<{D}, tjk::AttnFwdConfig<{D}>::kWarps, "
-       "tjk::AttnFwdConfig<{D}>::kMTiles>::kBytes"},
+       "tjk::AttnFwdConfig<{D}>::kMTiles>::kBytes",
+       "", false},
       {M::Backward, "attention_bwd", "attention_bwd_cta", true, "{T}, {D}, true", "128",
-       "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, true>()>::kBytes"},
+       "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, true>()>::kBytes", "", false},
       {M::BackwardDeterministic, "attention_bwd_det", "attention_bwd_cta", true, "{T}, {D}, false",
-       "128", "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, false>()>::kBytes"},
+       "128", "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, false>()>::kBytes", "", false},
       {M::BackwardDeterministic, "attention_bwd_dq", "attention_bwd_dq_cta", true, "{T}, {D}",
-       "256", "tjk::AttnBwdDqSmem<{D}>::kBytes"},
+       "256", "tjk::AttnBwdDqSmem<{D}>::kBytes", "", false},
       {M::BackwardRows, "attention_bwd_preprocess", "attention_bwd_preprocess_cta", false,
-       "{T}, {D}", "256", ""},
+       "{T}, {D}", "256", "", "", false},
       {M::BackwardRows, "attention_bwd_dq_convert", "attention_bwd_dq_convert_cta", false,
-       "{T}, {D}", "256", ""},
+       "{T}, {D}", "256", "", "", false},
+      // One CTA per SM: the warpgroups share the register file through setmaxnreg.
+      {M::ForwardSm90, "attention_fwd_sm90", "attention_fwd_sm90_cta", true, "{T}, {D}",
+       "tjk::kAttnFwdSm90Threads", "tjk::AttnFwdSm90Layout<{D}>::kBytes", "1", true},
   };
   return table;
 }
@@ -68,9 +74,24 @@ int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
+bool is_forward(AttentionModule m) {
+  return m == AttentionModule::Forward || m == AttentionModule::ForwardSm90;
+}
+
+std::string_view module_header(AttentionModule m) {
+  switch (m) {
+    case AttentionModule::Forward: return "attention_fwd.cuh";
+    case AttentionModule::ForwardSm90: return "attention_fwd_sm90.cuh";
+    case AttentionModule::Backward:
+    case AttentionModule::BackwardDeterministic:
+    case AttentionModule::BackwardRows: return "attention_bwd.cuh";
+  }
+  internal_error("unknown attention module");
+}
+
 // Assertions that tie the host's launch constants to the templates'.
 std::string launch_asserts(AttentionModule module, const AttentionVariant& v) {
-  const bool fwd = module == AttentionModule::Forward;
+  const bool fwd = is_forward(module);
   std::string s = fmt::format(
       "static_assert(sizeof(tjk::{}) == {}, \"attention params: mirrored by "
       "runtime/Attention.cpp\");\n",
@@ -82,6 +103,11 @@ std::string launch_asserts(AttentionModule module, const AttentionVariant& v) {
                               "\"attention tile sizes\");\n",
                               kAttentionBlockQ, kAttentionBlockQ, kAttentionBlockKV),
                   v);
+  if (module == AttentionModule::ForwardSm90)
+    s += fmt::format(
+        "static_assert(sizeof(tjk::AttnFwdTmaMaps) == {} && tjk::kAttnSm90BlockQ == {}, "
+        "\"attention_fwd_sm90: tensor maps and tiles as runtime/Attention.cpp says\");\n",
+        kAttnFwdTmaMapsBytes, kAttentionBlockQ);
   for (const AttnEntry& e : entries()) {
     if (e.module != module) continue;
     AttentionLaunchShape shape = attention_launch_shape(e.kernel, v.head_dim);
@@ -110,7 +136,7 @@ std::string variant_suffix(const AttentionVariant& v) {
 const std::vector<AttentionModule>& attention_modules() {
   static const std::vector<AttentionModule> all = {
       AttentionModule::Forward, AttentionModule::BackwardRows, AttentionModule::Backward,
-      AttentionModule::BackwardDeterministic};
+      AttentionModule::BackwardDeterministic, AttentionModule::ForwardSm90};
   return all;
 }
 
@@ -120,6 +146,7 @@ std::string_view attention_module_name(AttentionModule m) {
     case AttentionModule::Backward: return "attention_bwd";
     case AttentionModule::BackwardDeterministic: return "attention_bwd_det";
     case AttentionModule::BackwardRows: return "attention_bwd_rows";
+    case AttentionModule::ForwardSm90: return "attention_fwd_sm90";
   }
   internal_error("unknown attention module");
 }
@@ -130,6 +157,7 @@ AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_di
   const bool d128 = head_dim == 128;
   TILEJIT_INTERNAL_CHECK(d128 || head_dim == 64, "attention head dim {}", head_dim);
   if (kernel == "attention_fwd") return {128, d128 ? 98304 : 49152};
+  if (kernel == "attention_fwd_sm90") return {384, d128 ? 231424 : 149504};
   if (kernel == "attention_bwd") return {128, d128 ? 70144 : 58368};
   if (kernel == "attention_bwd_det") return {128, d128 ? 107520 : 58368};
   if (kernel == "attention_bwd_dq") return {256, d128 ? 131072 : 65536};
@@ -156,8 +184,7 @@ AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
   else
     s += fmt::format("// Generated by tilejit: {} kernels (shared by every attention program).\n",
                      out.variant);
-  std::string_view header =
-      module == AttentionModule::Forward ? "attention_fwd.cuh" : "attention_bwd.cuh";
+  std::string_view header = module_header(module);
   if (uses_program) {
     s += "#include \"common.cuh\"\n";
     out.cuda.headers.emplace_back("common.cuh");
@@ -185,20 +212,26 @@ AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
   for (const AttnEntry& e : entries()) {
     if (e.module != module) continue;
     std::string name = entry_name(e, variant, hash);
-    std::string params = "const __grid_constant__ tjk::" +
-                         std::string(module == AttentionModule::Forward ? "AttentionFwdParams"
-                                                                        : "AttentionBwdParams") +
-                         " p";
+    std::string params =
+        "const __grid_constant__ tjk::" +
+        std::string(is_forward(module) ? "AttentionFwdParams" : "AttentionBwdParams") + " p";
     std::string targs = substitute(e.template_args, variant);
+    std::string args = "p";
     if (e.uses_program) {
       params += ",\n    const __grid_constant__ TjArgs a";
       targs = "TjProgram, TjArgs, " + targs;
+      args += ", a";
     }
+    if (e.tma_maps) {
+      params += ",\n    const __grid_constant__ tjk::AttnFwdTmaMaps maps";
+      args += ", maps";
+    }
+    std::string bounds = substitute(e.launch_bounds, variant);
+    if (!e.min_blocks.empty()) bounds += fmt::format(", {}", e.min_blocks);
     s += fmt::format(
         "\nextern \"C\" __global__ void __launch_bounds__({}) {}(\n    {}) {{\n  "
         "tjk::{}<{}>({});\n}}\n",
-        substitute(e.launch_bounds, variant), name, params, e.body, targs,
-        e.uses_program ? "p, a" : "p");
+        bounds, name, params, e.body, targs, args);
     out.entries.emplace(std::string(e.kernel), std::move(name));
   }
   return out;

@@ -1,5 +1,6 @@
 // CUDA code generation for the block-sparse attention kernels (kernels_templates/
-// attention_fwd.cuh, attention_bwd.cuh): the translation units an attention program needs, each
+// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh): the translation units an
+// attention program needs, each
 // a few extern "C" entry points that instantiate the hand-written templates' device bodies
 // (<kernel>_cta) with the program's hooks, the variant's element type and head dim, and the
 // templates' launch bounds.
@@ -13,7 +14,11 @@
 //   BackwardDeterministic  attention_bwd_det, attention_bwd_dq    program + variant
 //   BackwardRows           attention_bwd_preprocess,              variant
 //                          attention_bwd_dq_convert
+//   ForwardSm90            attention_fwd_sm90 (wgmma + TMA)       program + variant
 //
+// ForwardSm90 is the forward for sm_90a devices (runtime/Attention.h picks it there); on any
+// other target its entry point compiles to a trap, so the module list does not depend on the
+// architecture and a bundle built for several archs holds the same modules for each.
 // A backward pass runs BackwardRows' preprocess, then Backward's main kernel and BackwardRows'
 // dq_convert (atomic mode), or BackwardDeterministic's two kernels (deterministic mode).
 // Program modules name their entries tj_<kernel>_<bf16|f16>_d<D>_<hash16>, the shared one
@@ -32,7 +37,13 @@
 
 namespace tilejit {
 
-enum class AttentionModule : uint8_t { Forward, Backward, BackwardDeterministic, BackwardRows };
+enum class AttentionModule : uint8_t {
+  Forward,
+  Backward,
+  BackwardDeterministic,
+  BackwardRows,
+  ForwardSm90
+};
 
 // What selects an attention kernel besides the program: the element type of Q, K, V (and of O,
 // dO, dQ, dK, dV) and the head dim.
@@ -69,9 +80,11 @@ inline constexpr int kAttentionBlockQ = 128;
 inline constexpr int kAttentionBlockKV = 64;
 
 // Byte sizes of the templates' launch-parameter structs; generated modules assert them on the
-// device side and runtime/Attention.cpp on its host mirrors.
+// device side and runtime/Attention.cpp on its host mirrors. ForwardSm90 takes the forward's
+// params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap).
 inline constexpr size_t kAttnFwdParamsBytes = 216;
 inline constexpr size_t kAttnBwdParamsBytes = 360;
+inline constexpr size_t kAttnFwdTmaMapsBytes = 384;
 
 // How a kernel is launched: threads per CTA and dynamic shared memory (asserted by the
 // generated code against the templates' own constants, so the two cannot drift apart).
@@ -79,8 +92,8 @@ struct AttentionLaunchShape {
   int threads = 0;
   int smem_bytes = 0;
 };
-// kernel: "attention_fwd", "attention_bwd", "attention_bwd_det", "attention_bwd_dq",
-// "attention_bwd_preprocess", "attention_bwd_dq_convert".
+// kernel: "attention_fwd", "attention_fwd_sm90", "attention_bwd", "attention_bwd_det",
+// "attention_bwd_dq", "attention_bwd_preprocess", "attention_bwd_dq_convert".
 AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_dim);
 
 }  // namespace tilejit

@@ -32,6 +32,8 @@ const std::vector<CeEntry>& entries() {
       {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16>",
        "tilejit_ce::CeGradCta::kThreads, 2",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p"},
+      {M::Gradient, "linear_ce_target_grad", "<TjProgram, TjArgs>", "256",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dhidden", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dweight", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
@@ -71,6 +73,9 @@ const std::vector<CeEntry>& entries() {
        "const float* weights, int dim, int rows_per_part, int is_f16, float* partial"},
       {M::Rows, "linear_ce_sum_parts", "", "",
        "const float* partial, int parts, int dim, float* out"},
+      {M::Rows, "linear_ce_average_logit", "", "256",
+       "const unsigned short* weight, long long stride, const unsigned short* bias, int size, "
+       "const float* hidden_sum, float scale, int dim, int is_f16, float* score"},
   };
   return table;
 }
@@ -81,7 +86,9 @@ std::vector<std::string_view> module_headers(LossModule m) {
     case LossModule::Forward: return {"common.cuh", "linear_ce_fwd.cuh"};
     case LossModule::Gradient: return {"common.cuh", "linear_ce_bwd.cuh"};
     case LossModule::Products: return {"linear_ce_bwd.cuh"};
-    case LossModule::Rows: return {"linear_ce_fwd.cuh", "linear_ce_bwd.cuh", "linear_ce_rows.cuh"};
+    case LossModule::Rows:
+      return {"linear_ce_fwd.cuh", "linear_ce_bwd.cuh", "linear_ce_rows.cuh",
+              "linear_ce_order.cuh"};
   }
   internal_error("unknown loss module");
 }

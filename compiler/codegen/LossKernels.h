@@ -5,10 +5,11 @@
 // The kernels come in four modules, so that what does not depend on the program is compiled
 // once and shared by every loss program (the kernel cache keys on the source):
 //
-//   Forward   linear_ce_fwd                       program + element type (bf16 / f16)
-//   Gradient  linear_ce_grad                      program + element type
-//   Products  linear_ce_dhidden / dweight / dbias element type
-//   Rows      target checks, row compaction, merge, reductions, tile classification, ...
+//   Forward   linear_ce_fwd                          program + element type (bf16 / f16)
+//   Gradient  linear_ce_grad, linear_ce_target_grad  program + element type
+//   Products  linear_ce_dhidden / dweight / dbias    element type
+//   Rows      target checks, row compaction, merge, reductions, tile classification, the
+//             vocabulary order's pre-pass, ...
 //
 // Program modules carry the generated TjArgs and TjProgram (CudaCodegen.h) and name their
 // entries tj_<kernel>_<bf16|f16>_<hash16>; the others are tj_<kernel>_<bf16|f16> and
@@ -54,11 +55,11 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // Byte sizes of the templates' launch-parameter structs. Every generated module asserts them
 // on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
-inline constexpr size_t kCeLayoutBytes = 272;
-inline constexpr size_t kCeFwdParamsBytes = 368;
+inline constexpr size_t kCeLayoutBytes = 336;
+inline constexpr size_t kCeFwdParamsBytes = 432;
 inline constexpr size_t kCeMergeParamsBytes = 88;
-inline constexpr size_t kCeClassifyParamsBytes = 320;
-inline constexpr size_t kCeBwdParamsBytes = 464;
+inline constexpr size_t kCeClassifyParamsBytes = 384;
+inline constexpr size_t kCeBwdParamsBytes = 544;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 
 #include "compiler/Error.h"
 #include "dsl/TextForm.h"
@@ -272,6 +274,37 @@ TEST(AttentionApi, HostTensorsRunOnTheCpu) {
   EXPECT_LT(rel_l2(out.values(), want.out), 1e-5);
   std::vector<double> got_lse = lse.values();
   for (size_t i = 0; i < got_lse.size(); ++i) ASSERT_NEAR(got_lse[i], want.lse[i], 1e-4) << i;
+}
+
+// Which GPU forward runs: the Hopper kernel on sm_90a unless asked otherwise (the option first,
+// then TILEJIT_ATTENTION_PATH), the portable one elsewhere; asking for the Hopper kernel on
+// another arch, or an unknown TILEJIT_ATTENTION_PATH, is a UserError saying why.
+TEST(AttentionApi, ForwardPathFollowsTheOptionTheEnvironmentAndTheArch) {
+  const char* saved = std::getenv("TILEJIT_ATTENTION_PATH");
+  const std::string saved_value = saved ? saved : "";
+  using P = AttentionPath;
+  using M = AttentionModule;
+  unsetenv("TILEJIT_ATTENTION_PATH");
+  EXPECT_EQ(attention_forward_module(P::Auto, "sm_90a"), M::ForwardSm90);
+  EXPECT_EQ(attention_forward_module(P::Auto, "sm_80"), M::Forward);
+  EXPECT_EQ(attention_forward_module(P::Auto, "sm_100"), M::Forward);
+  EXPECT_EQ(attention_forward_module(P::Portable, "sm_90a"), M::Forward);
+  EXPECT_EQ(attention_forward_module(P::Sm90, "sm_90a"), M::ForwardSm90);
+  expect_user_error([] { attention_forward_module(P::Sm90, "sm_89"); }, {"sm_90a", "sm_89"});
+  setenv("TILEJIT_ATTENTION_PATH", "portable", 1);
+  EXPECT_EQ(attention_forward_module(P::Auto, "sm_90a"), M::Forward);
+  EXPECT_EQ(attention_forward_module(P::Sm90, "sm_90a"), M::ForwardSm90);
+  setenv("TILEJIT_ATTENTION_PATH", "sm90", 1);
+  EXPECT_EQ(attention_forward_module(P::Auto, "sm_90a"), M::ForwardSm90);
+  EXPECT_EQ(attention_forward_module(P::Portable, "sm_90a"), M::Forward);
+  expect_user_error([] { attention_forward_module(P::Auto, "sm_80"); }, {"sm_90a", "sm_80"});
+  setenv("TILEJIT_ATTENTION_PATH", "hopper", 1);
+  expect_user_error([] { attention_forward_module(P::Auto, "sm_90a"); },
+                    {"TILEJIT_ATTENTION_PATH", "hopper"});
+  if (saved)
+    setenv("TILEJIT_ATTENTION_PATH", saved_value.c_str(), 1);
+  else
+    unsetenv("TILEJIT_ATTENTION_PATH");
 }
 
 }  // namespace

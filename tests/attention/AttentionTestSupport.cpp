@@ -73,6 +73,11 @@ double TestTensor::get(int64_t i) const {
       std::memcpy(&v, p, 4);
       return v;
     }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
     case DType::U8:
     case DType::Bool: return *p;
   }
@@ -100,6 +105,11 @@ void TestTensor::set(int64_t i, double v) {
     case DType::I32: {
       int32_t x = static_cast<int32_t>(v);
       std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
       break;
     }
     case DType::U8:

@@ -51,9 +51,10 @@ struct Call {
                 {"b_extra", device(DType::BF16, {200}, "b1", 5)}};
   LinearCeOptions options;
   LinearCeOutputs outputs;
+  LinearCeTeacher teacher;
 
   void run() const {
-    linear_cross_entropy_forward(prog, E, bind, targets, options, nullptr, outputs);
+    linear_cross_entropy_forward(prog, E, bind, targets, options, nullptr, outputs, teacher);
   }
 };
 
@@ -172,6 +173,11 @@ loss distill {
 })");
      },
      "KL term not supported on the GPU path yet"},
+    {"teacher without a KL term",
+     [](Call& c) { c.teacher.hidden = device(DType::BF16, {kN, kD}, "E_teacher", 10); },
+     "has no kl term"},
+    {"i64 targets", [](Call& c) { c.targets = device(DType::I64, {kN}, "targets64", 11); },
+     "i64"},
     {"five segments",
      [](Call& c) {
        c.prog = parse_loss(R"(

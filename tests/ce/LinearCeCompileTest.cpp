@@ -40,6 +40,7 @@ TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
   LossKernelSource grad =
       generate_loss_module(l.program, l.logit_grad, LossModule::Gradient, ElemType::F16);
   EXPECT_EQ(grad.entries.at("linear_ce_grad"), "tj_linear_ce_grad_f16_" + hash16);
+  EXPECT_EQ(grad.entries.at("linear_ce_target_grad"), "tj_linear_ce_target_grad_f16_" + hash16);
   EXPECT_NE(grad.cuda.source.find("constexpr bool kF16 = true;"), std::string::npos);
   LossKernelSource products =
       generate_loss_module(l.program, l.logit_grad, LossModule::Products, ElemType::BF16);
@@ -47,7 +48,8 @@ TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
   LossKernelSource rows =
       generate_loss_module(l.program, l.logit_grad, LossModule::Rows, ElemType::BF16);
   EXPECT_EQ(rows.entries.at("linear_ce_merge"), "tj_linear_ce_merge");
-  EXPECT_EQ(rows.entries.size(), 14u);
+  EXPECT_EQ(rows.entries.at("linear_ce_average_logit"), "tj_linear_ce_average_logit");
+  EXPECT_EQ(rows.entries.size(), 15u);
   for (const LossKernelSource* m : {&fwd, &grad, &products, &rows})
     for (const auto& [kernel, entry] : m->entries) {
       EXPECT_TRUE(entry.starts_with("tj_" + kernel)) << entry;

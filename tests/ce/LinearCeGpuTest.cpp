@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -14,6 +16,7 @@
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "runtime/LinearCe.h"
+#include "runtime/VocabOrderPlan.h"
 #include "tests/support/LinearCeReference.h"
 
 namespace tilejit::testing {
@@ -60,6 +63,11 @@ struct Case {
   float threshold = -1;
   DType dtype = DType::BF16;
   uint64_t seed = 1;
+  // The vocabulary order (runtime/LinearCe.h); a bias_scale above 1 gives the ids a prior (the
+  // biases' spread) that the average-logit order clusters.
+  VocabOrdering ordering = VocabOrdering::Natural;
+  std::shared_ptr<VocabOrder> order = nullptr;
+  float bias_scale = 1;
 };
 
 std::string layout_text(const std::vector<SegSpec>& segs) {
@@ -97,7 +105,7 @@ class Problem {
     for (size_t i = 0; i < c.segments.size(); ++i) {
       const SegSpec& s = c.segments[i];
       weights_.push_back(round(random(s.size * c.d, 1.f / std::sqrt(float(c.d)), rng)));
-      biases_.push_back(s.bias ? round(random(s.size, 1.f, rng)) : std::vector<float>());
+      biases_.push_back(s.bias ? round(random(s.size, c.bias_scale, rng)) : std::vector<float>());
     }
     targets_.resize(c.n);
     hidden_.resize(c.n * c.d);
@@ -147,6 +155,8 @@ class Problem {
                          output(c.n, {c.n}, "lse")};
     LinearCeOptions options;
     options.filter_threshold = c.threshold;
+    options.vocab_ordering = c.ordering;
+    options.vocab_order = c.order;
     LinearCeForward fwd =
         linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs);
 
@@ -230,6 +240,9 @@ class Problem {
     }
     last_dh_ = got_dh;
     last_threshold_ = fwd.filter_threshold;
+    ordered_forward_ = fwd.vocab_ordered;
+    ordered_backward_ = g.vocab_ordered;
+    surviving_ = g.surviving_fraction;
   }
 
   // Every dropped gradient entry g[r, v] is below thr * w_r (w_r: row r's upstream weight), so
@@ -292,6 +305,11 @@ class Problem {
   const std::vector<float>& last_d_hidden() const { return last_dh_; }
   float last_threshold() const { return last_threshold_; }
   std::vector<int32_t>& targets() { return targets_; }
+  // The last check's filtering: whether the forward and the backward followed a vocabulary
+  // order, and the surviving fraction the backward reported.
+  bool ordered_forward() const { return ordered_forward_; }
+  bool ordered_backward() const { return ordered_backward_; }
+  double surviving() const { return surviving_; }
 
  private:
   static std::vector<float> random(int64_t n, float scale, std::mt19937_64& rng) {
@@ -312,6 +330,8 @@ class Problem {
   std::vector<int32_t> targets_;
   std::vector<float> last_dh_;
   float last_threshold_ = -1;
+  bool ordered_forward_ = false, ordered_backward_ = false;
+  double surviving_ = -1;
 };
 
 class LinearCeGpu : public ::testing::Test {
@@ -442,6 +462,108 @@ TEST_F(LinearCeGpu, BackwardMisuseIsAUserError) {
   LinearCeGradOutputs bad_de;
   bad_de.d_hidden = view(scratch, DType::F32, {n + 1, d}, "dE");
   expect_error(view(scratch, DType::F32, {1}, "grad_loss"), bad_de, "'dE'");
+}
+
+// ---- vocabulary order ----------------------------------------------------------------------
+
+// Biased ids (a prior of spread 8 logits; rows add ~1 of noise): the ~2% of ids within reach of
+// the top are scattered over nearly every tile in natural order and fill one or two tiles ordered
+// by average logit, so most tiles are skipped and most (uniform) targets become corrections.
+Case prior_case(const char* name, VocabOrdering ordering) {
+  std::vector<SegSpec> segs = {{0, 4000, true}};
+  return {.name = name,
+          .program = "loss prior {\n" + layout_text(segs) + "}\n",
+          .segments = segs,
+          .n = 600,
+          .d = 128,
+          .seed = 21,
+          .ordering = ordering,
+          .bias_scale = 8};
+}
+
+TEST_F(LinearCeGpu, OrderedByAverageLogit) {
+  Problem natural(prior_case("prior_natural", VocabOrdering::Natural));
+  natural.check();
+  EXPECT_FALSE(natural.ordered_forward());
+  Problem ordered(prior_case("prior_ordered", VocabOrdering::AverageLogit));
+  ordered.check();
+  EXPECT_TRUE(ordered.ordered_forward());
+  EXPECT_TRUE(ordered.ordered_backward()) << "surviving fraction " << ordered.surviving();
+  EXPECT_GE(ordered.surviving(), 0.0);
+  EXPECT_LT(ordered.surviving(), 0.3);
+}
+
+TEST_F(LinearCeGpu, OrderedAndNaturalTargetCorrectionsAgree) {
+  // Peaked rows: nearly every non-target entry is ~e^-20 of its row, so nearly every tile is
+  // skipped in either order and dE is mostly the targets' sparse corrections, found through the
+  // order's slots. (A target in a visited tile goes through G's 16-bit staging instead: the
+  // tolerance allows for a few.)
+  Case c = gapped("gaps_bias_natural", -1);
+  Problem natural(c);
+  natural.check();
+  std::vector<float> want = natural.last_d_hidden();
+  c.name = "gaps_bias_ordered";
+  c.ordering = VocabOrdering::AverageLogit;
+  Problem ordered(c);
+  ordered.check();
+  EXPECT_TRUE(ordered.ordered_backward()) << ordered.surviving();
+  RelErr diff;
+  for (size_t i = 0; i < want.size(); ++i) diff.add(ordered.last_d_hidden()[i], want[i]);
+  EXPECT_LE(diff.value(), 2e-3);
+}
+
+TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
+  Case c = gapped("gaps_bias_fixed_order", -1);
+  std::mt19937 rng(31);
+  std::vector<std::vector<int32_t>> orders;
+  for (const SegSpec& s : kGapped) {
+    orders.emplace_back(s.size);
+    std::iota(orders.back().begin(), orders.back().end(), 0);
+    std::shuffle(orders.back().begin(), orders.back().end(), rng);
+  }
+  c.ordering = VocabOrdering::State;
+  c.order = VocabOrder::fixed(orders);
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  EXPECT_TRUE(p.ordered_backward()) << p.surviving();
+}
+
+TEST_F(LinearCeGpu, NearlyEveryTileSurvivingDropsTheOrder) {
+  // Flat rows: every tile holds probabilities above the threshold, so the backward visits every
+  // tile in natural order, and a reusable order is set aside until its next rebuild.
+  std::vector<SegSpec> segs = {{0, 900, false}};
+  auto state = VocabOrder::by_average_logit(2);
+  Case c{.name = "flat_state_order",
+         .program = "loss flat {\n" + layout_text(segs) + "}\n",
+         .segments = segs,
+         .n = 400,
+         .d = 64,
+         .seed = 23,
+         .ordering = VocabOrdering::State,
+         .order = state};
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  EXPECT_FALSE(p.ordered_backward());
+  EXPECT_GE(p.surviving(), kDenseBackwardSurvival);
+  EXPECT_TRUE(state->stats().set_aside);
+  p.check();  // second forward: no rebuild due, the order is aside
+  EXPECT_FALSE(p.ordered_forward());
+  p.check();  // third: rebuilt, looked at again
+  EXPECT_TRUE(p.ordered_forward());
+  VocabOrder::Stats s = state->stats();
+  EXPECT_EQ(s.forwards, 3);
+  EXPECT_EQ(s.rebuilds, 2);
+}
+
+TEST_F(LinearCeGpu, NoOrderWithoutFiltering) {
+  Case c = gapped("exact_ignores_order", 0);
+  c.ordering = VocabOrdering::AverageLogit;
+  Problem p(c);
+  p.check();
+  EXPECT_FALSE(p.ordered_forward());
+  EXPECT_EQ(p.surviving(), 1.0);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ double HostTensor::get(int64_t i) const {
   switch (view.dtype) {
     case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case DType::BF16: std::memcpy(&h, p, 2); return cpu::bf16_to_float(h);
     case DType::F16: std::memcpy(&h, p, 2); return cpu::f16_to_float(h);
     default: return p[0];
@@ -40,6 +41,7 @@ void HostTensor::set(int64_t i, double v) {
   switch (view.dtype) {
     case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
     case DType::I32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); return; }
+    case DType::I64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); return; }
     case DType::BF16: h = cpu::float_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); return;
     case DType::F16: h = cpu::float_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); return;
     default: p[0] = static_cast<unsigned char>(v); return;

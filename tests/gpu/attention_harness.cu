@@ -1,11 +1,14 @@
-// Standalone GPU harness for the portable block-sparse attention kernels
-// (kernels_templates/attention_fwd.cuh, attention_bwd.cuh), outside the CMake build:
+// Standalone GPU harness for the block-sparse attention kernels (kernels_templates/
+// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh), outside the CMake build:
 //   tests/gpu/build_attention_harness.sh OUTDIR && OUTDIR/attention_harness [OUTDIR] [--no-perf]
 // 1. Correctness: random bf16/fp16 inputs, odd lengths, GQA, both layouts, outputs poisoned
-//    with NaN bits; forward and backward (atomic and deterministic dQ) against the fp64
-//    reference; all-masked rows must give O = 0, lse = -inf; deterministic runs bit-identical.
-// 2. Speed: the PERF.md shapes, CUDA-event medians, TFLOP/s over unmasked pairs (table + one
-//    JSON line per case, also written to OUTDIR/attention_perf.jsonl).
+//    with NaN bits; forward (the portable kernel, and on an sm_90a device the Hopper kernel on
+//    the same inputs) and backward (atomic and deterministic dQ) against the fp64 reference;
+//    all-masked rows must give O = 0, lse = -inf; deterministic runs bit-identical. A failing
+//    forward names its first out-of-tolerance element (b, h, q, d) and the largest error.
+// 2. Speed: the PERF.md shapes, CUDA-event medians, TFLOP/s over unmasked pairs, both forwards
+//    side by side (table + one JSON line per case, also written to
+//    OUTDIR/attention_perf.jsonl).
 #include <chrono>
 #include <random>
 #include <string>
@@ -106,6 +109,7 @@ std::vector<double> read_back(const DevBuf<uint16_t>& buf, int B, int H, int S, 
 }
 
 int g_failures = 0;
+bool g_sm90 = false;  // the device runs the sm_90a forward too
 
 bool report(const char* what, double err, double tol) {
   bool ok = err <= tol;  // false for NaN
@@ -144,11 +148,6 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              lse.p,
                              shape,
                              mask.view};
-  o.poison();
-  lse.poison();
-  Launch<Prog, T, D>::fwd(fp, dev_args);
-  CUDA_CHECK(cudaDeviceSynchronize());
-
   tilejit::testing::AttentionRefShape rs{
       s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, D, 1.0 / std::sqrt(double(D))};
   tilejit::testing::AttentionRefHooks hooks;
@@ -165,23 +164,48 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     };
   }
   auto ref = tilejit::testing::attention_forward_reference(rs, hooks, q.ref, k.ref, v.ref);
-  report("O rel l2", rel_l2(read_back<T>(o, s.batch, s.heads_q, s.seq_q, D, s.bshd), ref.out),
-         1e-2);
-  std::vector<float> lse_h = lse.download();
-  std::vector<double> lse_got, lse_ref;
-  long inf_rows = 0, inf_mismatch = 0;
-  for (size_t i = 0; i < rows; ++i) {
-    bool ref_inf = std::isinf(ref.lse[i]), got_inf = std::isinf(lse_h[i]) && lse_h[i] < 0;
-    inf_rows += ref_inf;
-    if (ref_inf != got_inf) ++inf_mismatch;
-    if (!ref_inf) lse_got.push_back(lse_h[i]), lse_ref.push_back(ref.lse[i]);
+  // One forward kernel on the case's inputs, outputs poisoned first, against the reference.
+  auto check_forward = [&](const char* path, const auto& launch) {
+    o.poison();
+    lse.poison();
+    launch();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::printf("  forward: %s\n", path);
+    std::vector<double> o_got = read_back<T>(o, s.batch, s.heads_q, s.seq_q, D, s.bshd);
+    bool ok = report("O rel l2", rel_l2(o_got, ref.out), 1e-2);
+    Mismatch om = find_mismatches(o_got, ref.out, 3e-2, 3e-2);
+    if (!ok || om.count > 0) {
+      if (ok) ++g_failures;  // a few wrong rows can hide in a small l2 error
+      print_mismatches("O", om, o_got, ref.out, s.heads_q, s.seq_q, D);
+    }
+    std::vector<float> lse_h = lse.download();
+    std::vector<double> lse_all(lse_h.begin(), lse_h.end()), lse_got, lse_ref;
+    long inf_rows = 0, inf_mismatch = 0;
+    for (size_t i = 0; i < rows; ++i) {
+      bool ref_inf = std::isinf(ref.lse[i]), got_inf = std::isinf(lse_h[i]) && lse_h[i] < 0;
+      inf_rows += ref_inf;
+      if (ref_inf != got_inf) ++inf_mismatch;
+      if (!ref_inf) lse_got.push_back(lse_h[i]), lse_ref.push_back(ref.lse[i]);
+    }
+    ok = report("lse rel l2", rel_l2(lse_got, lse_ref), 1e-3);
+    std::printf("  %-22s %ld rows, %ld mismatches\n", "lse = -inf rows", inf_rows, inf_mismatch);
+    if (inf_mismatch) ++g_failures;
+    Mismatch lm = find_mismatches(lse_all, ref.lse, 2e-2, 1e-3);
+    if (!ok || inf_mismatch || lm.count > 0) {
+      if (ok && !inf_mismatch) ++g_failures;
+      print_mismatches("lse", lm, lse_all, ref.lse, s.heads_q, s.seq_q, 1);
+    }
+  };
+  check_forward("portable", [&] { Launch<Prog, T, D>::fwd(fp, dev_args); });
+  if (g_sm90) {
+    const tjk::AttnFwdTmaMaps maps = tensor_maps(fp, D, !std::is_same<T, tjk::bf16>::value);
+    check_forward("sm90", [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); });
   }
-  report("lse rel l2", rel_l2(lse_got, lse_ref), 1e-3);
-  std::printf("  %-22s %ld rows, %ld mismatches\n", "lse = -inf rows", inf_rows, inf_mismatch);
-  if (inf_mismatch) ++g_failures;
 
   auto bref =
       tilejit::testing::attention_backward_reference(rs, hooks, q.ref, k.ref, v.ref, d_o.ref);
+  // The backward reads the forward's out and lse: recompute them with the portable kernel.
+  Launch<Prog, T, D>::fwd(fp, dev_args);
   tjk::AttentionBwdParams bp{fp.q,
                              fp.k,
                              fp.v,
@@ -255,6 +279,7 @@ float median_ms(const F& fn, int reps) {
 struct PerfRow {
   std::string name;
   double fwd_ms, fwd_tf, bwd_ms, bwd_tf, bwd_det_ms, bwd_det_tf;
+  double sm90_ms = 0, sm90_tf = 0;  // 0: not run (not an sm_90a device)
 };
 std::vector<PerfRow> g_perf;
 
@@ -299,7 +324,13 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   auto fwd = [&] { Launch<Prog, T, D>::fwd(fp, dev_args); };
   auto bwd = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, false); };
   auto bwd_det = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, true); };
-  for (int i = 0; i < 3; ++i) fwd(), bwd(), bwd_det();
+  tjk::AttnFwdTmaMaps maps{};
+  if (g_sm90) maps = tensor_maps(fp, D, !is_bf16);
+  auto fwd_sm90 = [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); };
+  for (int i = 0; i < 3; ++i) {
+    fwd(), bwd(), bwd_det();
+    if (g_sm90) fwd_sm90();
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
   PerfRow r;
   r.name = name;
@@ -310,12 +341,16 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   r.fwd_tf = flops / (r.fwd_ms * 1e9);
   r.bwd_tf = 2.5 * flops / (r.bwd_ms * 1e9);
   r.bwd_det_tf = 2.5 * flops / (r.bwd_det_ms * 1e9);
+  if (g_sm90) {
+    r.sm90_ms = median_ms(fwd_sm90, 25);
+    r.sm90_tf = flops / (r.sm90_ms * 1e9);
+  }
   auto c = cm.mask.counts();
   std::printf(
-      "perf %-28s fwd %7.3f ms %6.1f TF/s | bwd %7.3f ms %6.1f TF/s | bwd det %7.3f ms %6.1f TF/s"
-      "  (tiles full %lld partial %lld empty %lld)\n",
-      name, r.fwd_ms, r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms, r.bwd_det_tf, (long long)c.full,
-      (long long)c.partial, (long long)c.empty);
+      "perf %-28s fwd %7.3f ms %6.1f TF/s | sm90 fwd %7.3f ms %6.1f TF/s | bwd %7.3f ms %6.1f "
+      "TF/s | bwd det %7.3f ms %6.1f TF/s  (tiles full %lld partial %lld empty %lld)\n",
+      name, r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms,
+      r.bwd_det_tf, (long long)c.full, (long long)c.partial, (long long)c.empty);
   g_perf.push_back(r);
 }
 
@@ -337,6 +372,10 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount);
+  g_sm90 = sm90_forward_available();
+  std::printf("sm90 forward (wgmma + TMA): %s\n",
+              g_sm90 ? "checked and timed next to the portable one"
+                     : "not run (needs compute capability 9.0 and a binary built for sm_90a)");
   auto t0 = std::chrono::steady_clock::now();
   std::mt19937 rng(20261129);
   ProgramEnv env;
@@ -355,6 +394,13 @@ int main(int argc, char** argv) {
   check_case<SoftcapProgram, f16, 64>({1, 2, 2, 513, 1000, false}, env, rng);
   check_case<MaskedRowsProgram, bf16, 128>({1, 2, 1, 1000, 777, false}, env, rng);
   check_case<MaskedRowsProgram, f16, 64>({2, 2, 2, 1000, 777, true}, env, rng);
+  // Shapes that stress the sm90 kv steps: fewer keys than one tile, one key, a window whose
+  // runs end on odd tiles (one-tile steps), D = 64 with GQA.
+  check_case<CausalProgram, bf16, 128>({1, 2, 1, 130, 50, false}, env, rng);
+  check_case<FullProgram, f16, 128>({2, 2, 2, 77, 1, true}, env, rng);
+  env.window = 100;
+  check_case<WindowProgram, bf16, 64>({1, 4, 2, 700, 700, true}, env, rng);
+  env.window = 300;
   double check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("correctness: %d failures (%.1f s)\n", g_failures, check_s);
 
@@ -370,20 +416,23 @@ int main(int argc, char** argv) {
     perf_case<FullProgram, bf16, 128>("full (no mask) S=8k", 2, 16, 16, 8192, env, rng);
 
     std::printf(
-        "\n| case | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | bwd det ms | bwd det TFLOP/s |\n"
-        "|---|---|---|---|---|---|---|\n");
+        "\n| case | fwd ms | fwd TFLOP/s | sm90 fwd ms | sm90 fwd TFLOP/s | bwd ms | bwd TFLOP/s "
+        "| bwd det ms | bwd det TFLOP/s |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
     for (auto& r : g_perf)
-      std::printf("| %s | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f |\n", r.name.c_str(), r.fwd_ms,
-                  r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms, r.bwd_det_tf);
+      std::printf("| %s | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f |\n",
+                  r.name.c_str(), r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf,
+                  r.bwd_det_ms, r.bwd_det_tf);
     FILE* json =
         outdir.empty() ? nullptr : std::fopen((outdir + "/attention_perf.jsonl").c_str(), "w");
     for (auto& r : g_perf) {
       char line[512];
       std::snprintf(line, sizeof line,
-                    "{\"case\": \"%s\", \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_ms\": %.4f, "
+                    "{\"case\": \"%s\", \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
+                    "\"fwd_sm90_ms\": %.4f, \"fwd_sm90_tflops\": %.2f, \"bwd_ms\": %.4f, "
                     "\"bwd_tflops\": %.2f, \"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f}",
-                    r.name.c_str(), r.fwd_ms, r.fwd_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms,
-                    r.bwd_det_tf);
+                    r.name.c_str(), r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf,
+                    r.bwd_det_ms, r.bwd_det_tf);
       std::printf("%s\n", line);
       if (json) std::fprintf(json, "%s\n", line);
     }

@@ -1,7 +1,10 @@
 // Host-side plumbing of the attention GPU harness: 16-bit conversions, device buffers, block
-// masks classified by brute force and uploaded, error metrics and kernel launches.
+// masks classified by brute force and uploaded, error metrics, TMA tensor maps and kernel
+// launches (the portable kernels and the sm_90a forward).
 #pragma once
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,10 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "kernels_templates/attention_bwd.cuh"
+#include "kernels_templates/attention_fwd_sm90.cuh"
+#include "runtime/AttentionTma.h"
 #include "runtime/BlockMask.h"
 
 #define CUDA_CHECK(expr)                                                 \
@@ -176,6 +182,47 @@ inline double rel_l2(const std::vector<double>& a, const std::vector<double>& re
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// Where a [B, H, S, D] tensor (D = 1 for [B, H, S]) and its reference disagree, element by
+// element: a NaN, an infinity that is not the reference's, or |got - ref| > atol + rtol |ref|.
+struct Mismatch {
+  long count = 0;
+  size_t first = 0;    // the first bad element (row-major index)
+  size_t worst = 0;    // the largest |got - ref| (NaN counts as the largest)
+  double max_err = 0;  // that error
+};
+inline Mismatch find_mismatches(const std::vector<double>& got, const std::vector<double>& ref,
+                                double atol, double rtol) {
+  Mismatch m;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], r = ref[i];
+    bool same_inf = std::isinf(g) && std::isinf(r) && (g > 0) == (r > 0);
+    double err = same_inf ? 0.0 : std::fabs(g - r);
+    if (std::isnan(err)) err = INFINITY;
+    if (err > m.max_err) m.max_err = err, m.worst = i;
+    if (err > atol + rtol * std::fabs(r)) {
+      if (m.count == 0) m.first = i;
+      ++m.count;
+    }
+  }
+  return m;
+}
+inline std::string element_name(size_t i, int H, int S, int D) {
+  size_t d = i % D, q = i / D % S, h = i / D / S % H, b = i / D / S / H;
+  return D == 1 ? "(b " + std::to_string(b) + ", h " + std::to_string(h) + ", q " +
+                      std::to_string(q) + ")"
+                : "(b " + std::to_string(b) + ", h " + std::to_string(h) + ", q " +
+                      std::to_string(q) + ", d " + std::to_string(d) + ")";
+}
+// Prints where `m` found disagreements: the first one, the worst one and their values.
+inline void print_mismatches(const char* what, const Mismatch& m, const std::vector<double>& got,
+                             const std::vector<double>& ref, int H, int S, int D) {
+  std::printf("  %-22s max |err| %.3e at %s (got %.6g, ref %.6g)\n", what, m.max_err,
+              element_name(m.worst, H, S, D).c_str(), got[m.worst], ref[m.worst]);
+  if (m.count > 0)
+    std::printf("  %-22s %ld elements out of tolerance; first at %s (got %.6g, ref %.6g)\n", what,
+                m.count, element_name(m.first, H, S, D).c_str(), got[m.first], ref[m.first]);
+}
+
 // Tensor layouts: [B, H, S, D] or [B, S, H, D], element strides for b, h, s.
 inline tjk::AttnTensor make_tensor(void* p, int H, int S, int D, bool bshd) {
   if (bshd) return {p, static_cast<long long>(S) * H * D, D, static_cast<long long>(H) * D};
@@ -186,7 +233,64 @@ inline size_t layout_index(int b, int h, int s, int d, int H, int S, int D, bool
               : ((static_cast<size_t>(b) * H + h) * S + s) * D + d;
 }
 
-// Launches of the portable kernels for one (program, dtype, head dim).
+// The TMA tensor map of an attention operand, encoded as the runtime does
+// (runtime/AttentionTma.h) through the driver entry point the CUDA runtime hands out.
+inline tjk::TmaDescriptor tensor_map(const tjk::AttnTensor& t, int B, int H, int S, int D,
+                                     bool f16) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || !fn) {
+      std::fprintf(stderr, "the driver has no cuTensorMapEncodeTiled\n");
+      std::exit(2);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  static_assert(sizeof(tjk::TmaDescriptor) == sizeof(CUtensorMap), "tensor map size");
+  const int64_t shape[4] = {B, H, S, D};
+  const int64_t strides[3] = {t.stride_b, t.stride_h, t.stride_s};
+  CUtensorMap map;
+  CUresult r =
+      tilejit::attention_tensor_map_args(t.ptr, shape, strides, f16).encode_with(encode, &map);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for [%d, %d, %d, %d]\n",
+                 static_cast<int>(r), B, H, S, D);
+    std::exit(2);
+  }
+  tjk::TmaDescriptor out;
+  std::memcpy(&out, &map, sizeof map);
+  return out;
+}
+
+inline tjk::AttnFwdTmaMaps tensor_maps(const tjk::AttentionFwdParams& p, int D, bool f16) {
+  const tjk::AttnShape& s = p.shape;
+  return {tensor_map(p.q, s.batch, s.heads_q, s.seq_q, D, f16),
+          tensor_map(p.k, s.batch, s.heads_kv, s.seq_kv, D, f16),
+          tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16)};
+}
+
+// Whether this binary carries the sm_90a forward for the current device (built for sm_90a and
+// running on compute capability 9.0); elsewhere the kernel is a trap.
+__global__ void sm90_probe_kernel(int* has) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *has = 1;
+#else
+  *has = 0;
+#endif
+}
+inline bool sm90_forward_available() {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9 || prop.minor != 0) return false;
+  DevBuf<int> has(1);
+  sm90_probe_kernel<<<1, 1>>>(has.p);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return has.download()[0] == 1;
+}
+
+// Launches of the portable kernels and the sm_90a forward for one (program, dtype, head dim).
 template <class Prog, class T, int D>
 struct Launch {
   using Args = typename Prog::Args;
@@ -198,6 +302,17 @@ struct Launch {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     dim3 grid(p.shape.batch * p.shape.heads_q, p.mask.q_tiles);
     kernel<<<grid, Cfg::kWarps * 32, smem>>>(p, a);
+    CUDA_CHECK(cudaGetLastError());
+  }
+
+  // The Hopper forward: same params and hooks, plus the Q, K, V tensor maps.
+  static void fwd_sm90(const tjk::AttentionFwdParams& p, const Args& a,
+                       const tjk::AttnFwdTmaMaps& maps) {
+    auto kernel = tjk::attention_fwd_sm90_kernel<Prog, Args, T, D>;
+    constexpr int smem = tjk::AttnFwdSm90Layout<D>::kBytes;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    dim3 grid(p.shape.batch * p.shape.heads_q, p.mask.q_tiles);
+    kernel<<<grid, tjk::kAttnFwdSm90Threads, smem>>>(p, a, maps);
     CUDA_CHECK(cudaGetLastError());
   }
 

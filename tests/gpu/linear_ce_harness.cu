@@ -1,8 +1,10 @@
 // Standalone GPU harness for the fused linear cross-entropy kernels (not part of the CMake build;
 // tests/gpu/build_linear_ce_harness.sh builds it). Part 1 checks loss and gradients against the
-// fp64 reference (tests/support/LinearCeReference.h) on small shapes, outputs poisoned first;
-// part 2 times the PERF.md loss shapes on "zipf" data and prints a table plus one JSON line per
-// case. Hook stand-ins below play the role of the generated TjProgram / TjArgs.
+// fp64 reference (tests/support/LinearCeReference.h) on small shapes, outputs poisoned first,
+// with the vocabulary in natural order and ordered by average logit; part 2 times the PERF.md
+// loss shapes on "zipf", "flat" and "peaked" data, filtering off, on, and on with the order, and
+// prints a table plus one JSON line per case. Hook stand-ins below play the role of the
+// generated TjProgram / TjArgs; the host logic mirrors runtime/LinearCe.cpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +19,9 @@
 
 #include "kernels_templates/linear_ce_bwd.cuh"
 #include "kernels_templates/linear_ce_fwd.cuh"
+#include "kernels_templates/linear_ce_order.cuh"
 #include "runtime/LinearCeWorkspace.h"
+#include "runtime/VocabOrderPlan.h"
 #include "tests/gpu/linear_ce_harness_data.cuh"
 #include "tests/support/LinearCeReference.h"
 
@@ -54,10 +58,15 @@ struct SoftcapLogit {  // cap * tanh(x / cap)
 
 // ---- one run of the kernels -----------------------------------------------------------------
 
+// The vocabulary order: none; by average logit with the library's backward choice (every tile
+// in natural order when nearly every tile survives); by average logit, kept whatever survives.
+enum class Order { Natural, ByAverageLogit, ByAverageLogitAlways };
+
 struct Options {
   float label_smoothing = 0, z_loss = 0, threshold = 0, cap = 0;  // cap 0: identity logit
   int reduction = kReduceMean;
   int64_t grad_buffer_bytes = 512 << 20;
+  Order order = Order::Natural;
 };
 
 template <class T>
@@ -76,6 +85,14 @@ struct Runner {
   int n_kept = 0, num_sms = 0;
   float* upstream = nullptr;
   std::vector<float> h_upstream;  // [n_rows] (reduction none) or [1]
+  // The vocabulary order: per segment, order and rank (device), built on the first forward.
+  std::vector<int*> order_tables;
+  float* order_scratch = nullptr;  // pre-pass: column sums of E, per-id averages
+  bool order_built = false;
+  // The last backward: the surviving fraction it read back (-1: none) and whether it kept the
+  // order.
+  double surviving = -1;
+  bool kept_order = false;
 
   Runner(const Problem& prob, Options opt, Args a) : P(prob), o(opt), args(a) {
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -116,6 +133,17 @@ struct Runner {
       u = o.reduction == kReduceNone ? 0.5f + float(rng() % 1000) / 1000.f : 1.f;
     CK(cudaMalloc(&upstream, h_upstream.size() * 4));
     CK(cudaMemcpy(upstream, h_upstream.data(), h_upstream.size() * 4, cudaMemcpyHostToDevice));
+    if (o.order != Order::Natural) {
+      for (auto& s : P.segs) {
+        int *ord, *rank;
+        CK(cudaMalloc(&ord, size_t(s.size) * 4));
+        CK(cudaMalloc(&rank, size_t(s.size) * 4));
+        order_tables.push_back(ord);
+        order_tables.push_back(rank);
+      }
+      const int parts = (std::max(n_kept, 1) + 511) / 512;
+      CK(cudaMalloc(&order_scratch, (size_t(parts + 1) * P.dim + live) * 4));
+    }
     const auto smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
     CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false>, smem, CeFwdCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false>, smem, CeGradCta::kSmemBytes));
@@ -125,6 +153,8 @@ struct Runner {
   ~Runner() {
     cudaFree(base);
     cudaFree(upstream);
+    for (int* t : order_tables) cudaFree(t);
+    cudaFree(order_scratch);
   }
   int64_t extra_bytes() const { return ws.total_bytes; }
   bool has_bias() const {
@@ -153,6 +183,7 @@ struct Runner {
     if (n_kept == 0) return;
     linear_ce_gather_rows_kernel<<<n_kept, 128>>>(P.hidden, P.dim, slice<int>(base, ws.kept), P.dim,
                                                   slice<u16>(base, ws.hidden_kept));
+    if (o.order != Order::Natural && !order_built) build_order();
     CeFwdParams p;
     p.layout = layout;
     p.rows = rows();
@@ -186,24 +217,55 @@ struct Runner {
     CK(cudaGetLastError());
   }
 
-  void backward() {
-    CeBwdParams p;
-    p.layout = layout;
-    p.rows = rows();
-    float* row_grad = slice<float>(base, ws.row_grad);
-    linear_ce_row_grad_kernel<<<P.n_rows, 128>>>(slice<int>(base, ws.slot), upstream, o.reduction,
-                                                 n_kept, row_grad, P.d_hidden, P.dim, P.dim);
-    if (n_kept == 0) return;  // (weight gradients of an all-ignored batch: left to the caller)
+  // The average-logit pre-pass on the kept rows, the host sort (runtime/VocabOrderPlan.h), and
+  // the upload: what a forward with a fresh order pays. Needs the gathered rows.
+  void build_order() {
+    const int per = 512, parts = (n_kept + per - 1) / per, dx = (P.dim + 255) / 256;
+    float* partial = order_scratch;
+    float* hidden_sum = partial + int64_t(parts) * P.dim;
+    float* scores = hidden_sum + P.dim;
+    linear_ce_colsum_part_kernel<<<dim3(dx, parts), 256>>>(rows().hidden, P.dim, n_kept, nullptr,
+                                                           nullptr, P.dim, per, 0, partial);
+    linear_ce_sum_parts_kernel<<<dx, 256>>>(partial, parts, P.dim, hidden_sum);
+    int64_t off = 0;
+    for (auto& s : P.segs) {
+      linear_ce_average_logit_kernel<<<(s.size + 7) / 8, 256>>>(
+          s.weight, P.dim, s.bias, s.size, hidden_sum, 1.f / n_kept, P.dim, 0, scores + off);
+      off += s.size;
+    }
+    std::vector<float> host = to_host(scores, size_t(off));
+    off = 0;
+    for (size_t s = 0; s < P.segs.size(); ++s) {
+      std::vector<int32_t> ord = tilejit::order_by_score(host.data() + off, P.segs[s].size);
+      std::vector<int32_t> rank = tilejit::inverse_order(ord);
+      CK(cudaMemcpy(order_tables[2 * s], ord.data(), ord.size() * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(order_tables[2 * s + 1], rank.data(), rank.size() * 4, cudaMemcpyHostToDevice));
+      layout.seg[s].order = order_tables[2 * s];
+      layout.seg[s].rank = order_tables[2 * s + 1];
+      off += P.segs[s].size;
+    }
+    order_built = true;
+  }
+
+  CeLayout natural_layout() const {
+    CeLayout l = layout;
+    for (int s = 0; s < l.num_segments; ++s) l.seg[s].order = l.seg[s].rank = nullptr;
+    return l;
+  }
+
+  // Tile classes and visiting lists for `visit` (tile_max nullptr: every tile).
+  void classify(CeBwdParams& p, const CeLayout& visit, const float* tile_max) {
     CeClassifyParams c;
-    c.layout = layout;
+    c.layout = visit;
     c.kept = p.rows.kept;
     c.targets = P.targets;
     c.lse = slice<float>(base, ws.lse);
-    c.tile_max = slice<float>(base, ws.tile_max);
+    c.tile_max = tile_max;
     c.tile_class = slice<unsigned char>(base, ws.tile_class);
     c.n_kept = n_kept;
     c.log_threshold = o.threshold > 0 ? logf(o.threshold) : 0.f;
     linear_ce_classify_kernel<<<dim3(ws.row_tiles, (layout.num_tiles + 63) / 64), 128>>>(c);
+    p.layout = visit;
     p.tile_class = c.tile_class;
     p.row_list = slice<int>(base, ws.row_list);
     p.row_count = slice<int>(base, ws.row_count);
@@ -215,7 +277,33 @@ struct Runner {
     linear_ce_col_lists_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
         c.tile_class, layout.num_tiles, ws.row_tiles, slice<int>(base, ws.col_list),
         slice<int>(base, ws.col_count));
-    p.lse = c.lse;
+  }
+
+  void backward() {
+    CeBwdParams p;
+    p.layout = layout;
+    p.rows = rows();
+    float* row_grad = slice<float>(base, ws.row_grad);
+    linear_ce_row_grad_kernel<<<P.n_rows, 128>>>(slice<int>(base, ws.slot), upstream, o.reduction,
+                                                 n_kept, row_grad, P.d_hidden, P.dim, P.dim);
+    if (n_kept == 0) return;  // (weight gradients of an all-ignored batch: left to the caller)
+    const float* tile_max = slice<float>(base, ws.tile_max);
+    classify(p, layout, tile_max);
+    surviving = o.threshold > 0 ? -1 : 1;
+    kept_order = o.order != Order::Natural;
+    if (o.order == Order::ByAverageLogit && tile_max) {  // runtime/LinearCe.cpp's choice
+      std::vector<int> visited = to_host(p.row_count, ws.row_tiles);
+      int64_t v = 0;
+      for (int c : visited) v += c;
+      const int64_t total = int64_t(ws.row_tiles) * layout.num_tiles;
+      surviving = tilejit::surviving_fraction(v, total);
+      kept_order = tilejit::keep_order_for_backward(v, total);
+      if (!kept_order) {
+        tile_max = nullptr;
+        classify(p, natural_layout(), nullptr);
+      }
+    }
+    p.lse = slice<float>(base, ws.lse);
     p.target_logit = slice<float>(base, ws.target_logit);
     p.target_raw = slice<float>(base, ws.target_raw);
     p.row_grad = row_grad;
@@ -227,6 +315,11 @@ struct Runner {
     p.label_smoothing = o.label_smoothing;
     p.z_loss = o.z_loss;
     if (o.label_smoothing > 0 && Prog::kLogitIsIdentity) analytic_smoothing(p);
+    if (tile_max) {  // some tiles may be skipped: targets there are sparse corrections
+      p.target_grad = slice<float>(base, ws.target_grad);
+      p.target_slot = slice<int>(base, ws.target_slot);
+      linear_ce_target_grad_kernel<Prog, Args><<<(n_kept + 255) / 256, 256>>>(args, p);
+    }
     for (int ch = 0; ch < ws.num_chunks; ++ch) {
       p.chunk_first = ch * ws.chunk_tiles;
       p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
@@ -272,12 +365,13 @@ struct Runner {
     p.grad_sum = gsum;
   }
 
-  // Fractions of (row tile, vocabulary tile) pairs that are hot and target-only.
+  // Fractions of (row tile, vocabulary tile) pairs the last backward visited (hot) and that
+  // hold only targets (applied as sparse corrections, not visited).
   std::pair<double, double> tile_fractions() {
     std::vector<unsigned char> cls(size_t(ws.row_tiles) * layout.num_tiles);
     CK(cudaMemcpy(cls.data(), base + ws.tile_class.offset, cls.size(), cudaMemcpyDeviceToHost));
     double hot = 0, tgt = 0;
-    for (unsigned char c : cls) hot += c == 1, tgt += c == 2;
+    for (unsigned char c : cls) hot += (c & kTileHot) != 0, tgt += c == kTileHoldsTarget;
     return {hot / cls.size(), tgt / cls.size()};
   }
 };
@@ -294,23 +388,38 @@ void with_program(const Options& o, Fn fn) {
 #include "tests/gpu/linear_ce_harness_cases.cuh"
 
 int main(int argc, char** argv) {
-  // --check-only: correctness only; --only CASE: timing of one case only (for profilers).
+  // --check-only: correctness only; --only CASE: timing of one case only (for profilers);
+  // --kinds zipf,flat,peaked: data kinds to time; a plain argument (an output directory, as
+  // bench/gpu_check.sh passes) is accepted and unused: results go to stdout.
   bool check_only = false;
   std::string only;
+  std::vector<std::string> kinds = {"zipf", "flat", "peaked"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--check-only")
+    if (a == "--check-only") {
       check_only = true;
-    else if (a == "--only" && i + 1 < argc)
+    } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
-    else
-      fail("usage: %s [--check-only | --only CASE]", argv[0]);
+    } else if (a == "--kinds" && i + 1 < argc) {
+      kinds.clear();
+      std::string list = argv[++i];
+      for (size_t b = 0, e; b <= list.size(); b = e + 1) {
+        e = std::min(list.find(',', b), list.size());
+        kinds.push_back(list.substr(b, e - b));
+      }
+      for (const std::string& k : kinds) {
+        DataSpec probe;
+        data_kind(probe, k);  // fails on an unknown kind
+      }
+    } else if (a.empty() || a[0] == '-') {
+      fail("usage: %s [OUTDIR] [--check-only | --only CASE] [--kinds zipf,flat,peaked]", argv[0]);
+    }
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   int failures = only.empty() ? run_checks() : 0;
-  if (!check_only) run_timings(only);
+  if (!check_only) run_timings(only, kinds);
   std::printf("%s: %d check failure(s)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

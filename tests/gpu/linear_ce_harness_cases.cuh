@@ -17,6 +17,10 @@ struct CheckCase {
   const char* name;
   DataSpec data;
   Options opt;
+  // Also run in natural order and require the same results up to fp32 summation order (the
+  // order changes which ids share a tile, never a value): for cases that visit every tile.
+  bool same_as_natural = false;
+  int expect_kept_order = -1;  // 1 / 0: the backward must keep / drop the order; -1: either
 };
 
 std::vector<CheckCase> check_cases() {
@@ -77,7 +81,61 @@ std::vector<CheckCase> check_cases() {
   c.push_back({"small_chunks_flat", spec(300, 128, {{0, 2000}, {2100, 300}}, 0.1, true, 0, 9),
                opt(kReduceMean, 0.1f, 0, 0, 0)});
   c.back().opt.grad_buffer_bytes = 3 * 128 * 128 * 2 * 3;  // 3 tiles per chunk: many chunks
+
+  // Vocabulary ordered by average logit (gathered weight rows, dC / dbias scattered back, target
+  // corrections in skipped tiles). "Always" keeps the order whatever survives.
+  const Order ordered = Order::ByAverageLogit, always = Order::ByAverageLogitAlways;
+  c.push_back({"zipf_ordered_filter", spec(1024, 256, {{0, 6000}}, 0.1, false, 1.1, 21),
+               opt(kReduceMean, 0, 0, thr, 0)});
+  c.back().opt.order = ordered;
+  c.push_back({"zipf_ordered_gap_bias_smooth",
+               spec(600, 192, {{0, 3000}, {3100, 900}}, 0.2, true, 1.1, 22),
+               opt(kReduceSum, 0.1f, 1e-4f, thr, 0)});
+  c.back().opt.order = always;
+  c.push_back({"zipf_ordered_softcap_none", spec(300, 2304, {{0, 2500}}, 0.1, true, 1.1, 23),
+               opt(kReduceNone, 0, 1e-4f, thr, 30)});
+  c.back().opt.order = always;
+  c.push_back({"peaked_ordered_three_seg_chunks",
+               spec(400, 128, {{5, 2000}, {2100, 129}, {2300, 1}}, 0.1, true, 0, 24),
+               opt(kReduceMean, 0.05f, 0, thr, 0)});
+  c.back().data.lift = 14;
+  c.back().opt.order = always;
+  c.back().opt.grad_buffer_bytes = 4 * 128 * 128 * 2 * 4;  // 4 tiles per chunk
+  c.push_back({"ordered_exact_two_seg_bias",
+               spec(500, 320, {{0, 1500}, {1600, 700}}, 0.1, true, 1.1, 25),
+               opt(kReduceMean, 0.1f, 1e-4f, 0, 0), true});
+  c.back().opt.order = always;
+  c.push_back({"ordered_exact_softcap", spec(257, 520, {{0, 1300}}, 0.2, false, 1.1, 26),
+               opt(kReduceNone, 0, 0, 0, 30), true});
+  c.back().opt.order = always;
+  c.push_back({"flat_ordered_goes_natural", spec(512, 128, {{0, 1000}}, 0.1, false, 0, 27),
+               opt(kReduceMean, 0, 0, thr, 0)});
+  data_kind(c.back().data, "flat");
+  c.back().opt.order = ordered;
+  c.back().expect_kept_order = 0;  // every tile survives: natural order, every tile
+  c.push_back({"peaked_ordered_keeps_order", spec(256, 128, {{0, 8000}}, 0.1, true, 0, 28),
+               opt(kReduceMean, 0, 0, thr, 0)});
+  c.back().data.lift = 14;
+  c.back().opt.order = ordered;
+  c.back().expect_kept_order = 1;
   return c;
+}
+
+// Relative L2 distance of two host vectors.
+double host_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  ErrAcc e;
+  for (size_t i = 0; i < a.size(); ++i) e.add(a[i], b[i]);
+  return e.rel();
+}
+
+const char* order_name(Order o) {
+  return o == Order::Natural ? "natural" : o == Order::ByAverageLogit ? "ordered" : "ordered!";
+}
+
+std::string fmt_rel(const char* label, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s%.1e", label, v);
+  return buf;
 }
 
 int check_case(const CheckCase& c) {
@@ -119,7 +177,7 @@ int check_case(const CheckCase& c) {
     Runner<decltype(prog), decltype(args)> run(P, c.opt, args);
     ref.upstream = run.h_upstream.data();
     auto R = tilejit::testing::reference_linear_ce(ref);
-    std::vector<float> snap_dh, snap_dw;
+    std::vector<float> snap_dh, snap_dw, snap_db, snap_loss;
     bool deterministic = true;
     double hot = 1, tgt = 0;
     ErrAcc el, eh, ew, eb;
@@ -140,6 +198,12 @@ int check_case(const CheckCase& c) {
       }
       snap_dh = dh;
       snap_dw = dw;
+      snap_loss = c.opt.reduction == kReduceNone ? to_host(P.loss_rows, n) : to_host(P.loss, 1);
+      for (auto& s : P.segs)
+        if (s.d_bias) {
+          auto v = to_host(s.d_bias, s.size);
+          snap_db.insert(snap_db.end(), v.begin(), v.end());
+        }
       if (c.opt.reduction == kReduceNone) {
         auto rows = to_host(P.loss_rows, n);
         for (int i = 0; i < n; ++i) el.add(rows[i], R.row_loss[i]);
@@ -157,14 +221,41 @@ int check_case(const CheckCase& c) {
         }
       }
     }
+    // The same problem in natural order: equal up to fp32 summation order.
+    double vs_natural = 0;
+    if (c.same_as_natural) {
+      Options natural = c.opt;
+      natural.order = Order::Natural;
+      Runner<decltype(prog), decltype(args)> nat(P, natural, args);
+      P.poison();
+      nat.forward();
+      nat.backward();
+      CK(cudaDeviceSynchronize());
+      std::vector<float> dw, db;
+      for (auto& s : P.segs) {
+        auto v = to_host(s.d_weight, size_t(s.size) * d);
+        dw.insert(dw.end(), v.begin(), v.end());
+        if (s.d_bias) {
+          auto b = to_host(s.d_bias, s.size);
+          db.insert(db.end(), b.begin(), b.end());
+        }
+      }
+      auto loss = c.opt.reduction == kReduceNone ? to_host(P.loss_rows, n) : to_host(P.loss, 1);
+      vs_natural =
+          std::max({host_rel(snap_dh, to_host(P.d_hidden, size_t(n) * d)), host_rel(snap_dw, dw),
+                    host_rel(snap_db, db), host_rel(snap_loss, loss)});
+    }
     const double tol = 1e-2;
-    bool ok =
-        el.rel() <= tol && eh.rel() <= tol && ew.rel() <= tol && eb.rel() <= tol && deterministic;
+    bool ok = el.rel() <= tol && eh.rel() <= tol && ew.rel() <= tol && eb.rel() <= tol &&
+              deterministic && vs_natural <= 1e-5 &&
+              (c.expect_kept_order < 0 || c.expect_kept_order == int(run.kept_order));
     failures += !ok;
     std::printf(
-        "%-26s N %5d D %5d V %5d thr %.1e | loss %.2e dE %.2e dC %.2e db %.2e | hot %.3f tgt %.3f"
-        " | det %s  %s\n",
-        c.name, n, d, live, c.opt.threshold, el.rel(), eh.rel(), ew.rel(), eb.rel(), hot, tgt,
+        "%-31s %-8s N %5d D %5d V %5d thr %.1e | loss %.2e dE %.2e dC %.2e db %.2e | hot %.3f "
+        "tgt %.3f | kept order %s%s | det %s  %s\n",
+        c.name, order_name(c.opt.order), n, d, live, c.opt.threshold, el.rel(), eh.rel(), ew.rel(),
+        eb.rel(), hot, tgt, run.kept_order ? "yes" : "no",
+        c.same_as_natural ? fmt_rel(" | vs natural ", vs_natural).c_str() : "",
         deterministic ? "yes" : "NO", ok ? "ok" : "FAIL");
   });
   P.free_all();
@@ -226,12 +317,21 @@ float median_ms(int reps, F f) {
 }
 
 struct TimeRow {
-  std::string name;
-  float thr, fwd, fb, loss;
-  double extra_gb, hot, tgt, err_dh, err_dw, tflops;
+  std::string name, kind, order;
+  float thr, fwd, bwd, fb, order_ms;
+  double surviving, hot, tgt, err_dh, err_dw, err_loss, vs_exact, tflops, extra_gb;
+  bool kept_order;
 };
 
-void run_timings(const std::string& only) {
+// One timed configuration: exact (filtering off), filtered in natural order, filtered with the
+// vocabulary ordered by average logit (the library's choice of backward).
+struct TimeMode {
+  const char* name;
+  float threshold;
+  Order order;
+};
+
+void run_timings(const std::string& only, const std::vector<std::string>& kinds) {
   struct TimeCase {
     const char* name;
     int n, d;
@@ -244,70 +344,101 @@ void run_timings(const std::string& only) {
       {"llama3_head", 8192, 4096, {{0, 128256}}, 0.1, 0.f},
       {"two_segments", 8192, 2048, {{0, 151936}, {151936 + 130, 1024}}, 0.5, 0.f},
   };
+  const std::vector<TimeMode> modes = {{"exact", 0.f, Order::Natural},
+                                       {"filtered", 1.f / 4096, Order::Natural},
+                                       {"ordered", 1.f / 4096, Order::ByAverageLogit}};
   std::vector<TimeRow> rows;
-  std::printf("\n== timing (zipf data, bf16, median of CUDA-event timings)\n");
+  std::printf("\n== timing (bf16, median of CUDA-event timings; errors against the exact run)\n");
   for (auto& tc : cases) {
     if (!only.empty() && only != tc.name) continue;
-    DataSpec s;
-    s.n_rows = tc.n;
-    s.dim = tc.d;
-    s.segments = tc.segs;
-    s.ignored = tc.ignored;
-    Problem P = make_problem(s);
-    size_t nh = size_t(tc.n) * tc.d;
-    float *ref_dh = nullptr, *ref_dw = nullptr;
-    size_t nw = 0;
-    for (auto& g : P.segs) nw += size_t(g.size) * tc.d;
-    CK(cudaMalloc(&ref_dh, nh * 4));
-    CK(cudaMalloc(&ref_dw, nw * 4));
-    for (float thr : {0.f, 1.f / 4096}) {
-      Options o;
-      o.cap = tc.cap;
-      o.threshold = thr;
-      with_program(o, [&](auto prog, auto args) {
-        Runner<decltype(prog), decltype(args)> run(P, o, args);
-        for (int i = 0; i < 2; ++i) run.forward(), run.backward();
-        float fwd = median_ms(10, [&] { run.forward(); });
-        float fb = median_ms(5, [&] { run.forward(), run.backward(); });
-        CK(cudaDeviceSynchronize());
-        TimeRow r{tc.name, thr, fwd, fb, to_host(P.loss, 1)[0], run.extra_bytes() / 1e9, 1,
-                  0,       0,   0,   0};
-        std::tie(r.hot, r.tgt) = run.tile_fractions();
-        double live = 0;
-        for (auto& g : P.segs) live += g.size;
-        r.tflops = 2.0 * run.n_kept * tc.d * live / (fwd * 1e-3) / 1e12;
-        // Filtering error relative to the exact gradients of the thr = 0 run.
-        std::vector<std::tuple<const float*, const float*, size_t>> pw;
-        size_t off = 0;
-        for (auto& g : P.segs) {
-          size_t n = size_t(g.size) * tc.d;
-          if (thr == 0) CK(cudaMemcpy(ref_dw + off, g.d_weight, n * 4, cudaMemcpyDeviceToDevice));
-          pw.emplace_back(g.d_weight, ref_dw + off, n);
-          off += n;
-        }
-        if (thr == 0) CK(cudaMemcpy(ref_dh, P.d_hidden, nh * 4, cudaMemcpyDeviceToDevice));
-        r.err_dh = device_rel({{P.d_hidden, ref_dh, nh}});
-        r.err_dw = device_rel(pw);
-        rows.push_back(r);
-        std::printf(
-            "{\"case\":\"%s\",\"N\":%d,\"kept\":%d,\"D\":%d,\"V\":%.0f,\"softcap\":%g,"
-            "\"threshold\":%g,"
-            "\"fwd_ms\":%.3f,\"fwd_bwd_ms\":%.3f,\"fwd_tflops\":%.1f,\"extra_bytes\":%lld,"
-            "\"hot_fraction\":%.4f,\"target_only_fraction\":%.4f,\"loss\":%.6f,"
-            "\"filter_err_dE\":%.2e,\"filter_err_dC\":%.2e,\"plan\":\"%s\"}\n",
-            tc.name, tc.n, run.n_kept, tc.d, live, tc.cap, thr, fwd, fb, r.tflops,
-            (long long)run.extra_bytes(), r.hot, r.tgt, r.loss, r.err_dh, r.err_dw,
-            tilejit::describe(run.ws).c_str());
-        std::fflush(stdout);
-      });
+    for (const std::string& kind : kinds) {
+      DataSpec s;
+      s.n_rows = tc.n;
+      s.dim = tc.d;
+      s.segments = tc.segs;
+      s.ignored = tc.ignored;
+      data_kind(s, kind);
+      Problem P = make_problem(s);
+      size_t nh = size_t(tc.n) * tc.d, nw = 0;
+      for (auto& g : P.segs) nw += size_t(g.size) * tc.d;
+      float *ref_dh = nullptr, *ref_dw = nullptr;
+      CK(cudaMalloc(&ref_dh, nh * 4));
+      CK(cudaMalloc(&ref_dw, nw * 4));
+      float exact_fb = 0, exact_loss = 0;
+      for (const TimeMode& mode : modes) {
+        Options o;
+        o.cap = tc.cap;
+        o.threshold = mode.threshold;
+        o.order = mode.order;
+        with_program(o, [&](auto prog, auto args) {
+          Runner<decltype(prog), decltype(args)> run(P, o, args);
+          for (int i = 0; i < 2; ++i) run.forward(), run.backward();
+          TimeRow r{tc.name, kind, mode.name};
+          r.thr = mode.threshold;
+          r.order_ms =
+              mode.order == Order::Natural ? 0.f : median_ms(5, [&] { run.build_order(); });
+          r.fwd = median_ms(10, [&] { run.forward(); });
+          r.bwd = median_ms(10, [&] { run.backward(); });
+          r.fb = median_ms(5, [&] { run.forward(), run.backward(); });
+          CK(cudaDeviceSynchronize());
+          r.surviving = run.surviving;
+          r.kept_order = run.kept_order;
+          std::tie(r.hot, r.tgt) = run.tile_fractions();
+          if (r.surviving < 0) r.surviving = r.hot;  // natural order: the classes say it
+          const float loss = to_host(P.loss, 1)[0];
+          double live = 0;
+          for (auto& g : P.segs) live += g.size;
+          r.tflops = 2.0 * run.n_kept * tc.d * live / (r.fwd * 1e-3) / 1e12;
+          r.extra_gb = run.extra_bytes() / 1e9;
+          // Gradients against the exact run's (the first mode).
+          std::vector<std::tuple<const float*, const float*, size_t>> pw;
+          size_t off = 0;
+          for (auto& g : P.segs) {
+            size_t n = size_t(g.size) * tc.d;
+            if (mode.threshold == 0)
+              CK(cudaMemcpy(ref_dw + off, g.d_weight, n * 4, cudaMemcpyDeviceToDevice));
+            pw.emplace_back(g.d_weight, ref_dw + off, n);
+            off += n;
+          }
+          if (mode.threshold == 0) {
+            CK(cudaMemcpy(ref_dh, P.d_hidden, nh * 4, cudaMemcpyDeviceToDevice));
+            exact_fb = r.fb;
+            exact_loss = loss;
+          }
+          r.err_dh = device_rel({{P.d_hidden, ref_dh, nh}});
+          r.err_dw = device_rel(pw);
+          r.err_loss = std::fabs(loss - exact_loss) / std::max(std::fabs(exact_loss), 1e-30f);
+          r.vs_exact = exact_fb > 0 ? r.fb / exact_fb : 1;
+          rows.push_back(r);
+          std::printf(
+              "{\"case\":\"%s\",\"data\":\"%s\",\"mode\":\"%s\",\"N\":%d,\"kept\":%d,\"D\":%d,"
+              "\"V\":%.0f,\"softcap\":%g,\"threshold\":%g,\"surviving_fraction\":%.4f,"
+              "\"kept_order\":%s,\"target_only_fraction\":%.4f,\"order_ms\":%.3f,\"fwd_ms\":%.3f,"
+              "\"bwd_ms\":%.3f,\"fwd_bwd_ms\":%.3f,\"fwd_bwd_vs_exact\":%.3f,\"fwd_tflops\":%.1f,"
+              "\"extra_bytes\":%lld,\"loss\":%.6f,\"err_loss\":%.2e,\"err_dE\":%.2e,"
+              "\"err_dC\":%.2e,\"plan\":\"%s\"}\n",
+              tc.name, kind.c_str(), mode.name, tc.n, run.n_kept, tc.d, live, tc.cap,
+              mode.threshold, r.surviving, r.kept_order ? "true" : "false", r.tgt, r.order_ms,
+              r.fwd, r.bwd, r.fb, r.vs_exact, r.tflops, (long long)run.extra_bytes(), loss,
+              r.err_loss, r.err_dh, r.err_dw, tilejit::describe(run.ws).c_str());
+          std::fflush(stdout);
+        });
+      }
+      cudaFree(ref_dh);
+      cudaFree(ref_dw);
+      P.free_all();
     }
-    cudaFree(ref_dh);
-    cudaFree(ref_dw);
-    P.free_all();
   }
-  std::printf("\n%-14s %9s %9s %11s %9s %9s %8s %8s %9s %9s\n", "case", "threshold", "fwd ms",
-              "fwd+bwd ms", "TFLOP/s", "extra GB", "hot", "tgt", "errdE", "errdC");
-  for (auto& r : rows)
-    std::printf("%-14s %9.2e %9.2f %11.2f %9.1f %9.3f %8.3f %8.3f %9.1e %9.1e\n", r.name.c_str(),
-                r.thr, r.fwd, r.fb, r.tflops, r.extra_gb, r.hot, r.tgt, r.err_dh, r.err_dw);
+  std::printf("\n%-13s %-6s %-8s %8s %6s %8s %8s %8s %8s %7s %8s %8s %8s\n", "case", "data", "mode",
+              "survive", "order", "prep ms", "fwd ms", "bwd ms", "f+b ms", "/exact", "errLoss",
+              "errdE", "errdC");
+  int slower = 0;
+  for (auto& r : rows) {
+    std::printf("%-13s %-6s %-8s %8.3f %6s %8.2f %8.2f %8.2f %8.2f %7.3f %8.1e %8.1e %8.1e\n",
+                r.name.c_str(), r.kind.c_str(), r.order.c_str(), r.surviving,
+                r.order == "ordered" ? (r.kept_order ? "kept" : "drop") : "-", r.order_ms, r.fwd,
+                r.bwd, r.fb, r.vs_exact, r.err_loss, r.err_dh, r.err_dw);
+    slower += r.vs_exact > 1.02;
+  }
+  std::printf("filtered fwd+bwd more than 2%% slower than exact: %d configuration(s)\n", slower);
 }

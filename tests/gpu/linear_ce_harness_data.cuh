@@ -1,7 +1,9 @@
 // Problems for tests/gpu/linear_ce_harness.cu: device tensors of one linear cross-entropy
-// problem, and the data generator of shared/peers/torch_ce_peers.py make() ("zipf": a Zipf(s)
-// unigram log-prior over a shuffled vocabulary in the weights' last column, context noise of
-// logit std 2, the target logit lifted by 12; "flat": noise only) written for the GPU.
+// problem, and the data generator of shared/peers/torch_ce_peers.py make() written for the GPU:
+// "zipf" (a Zipf(s) unigram log-prior over a shuffled vocabulary in the weights' last column,
+// context noise of logit std 2, the target logit lifted by 12), "flat" (logits ~ N(0, 1), uniform
+// targets, no lift) and "peaked" (logit std 3, uniform targets lifted by 20: a few large logits
+// scattered uniformly over the vocabulary). See data_kind().
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 constexpr int kIgnore = -100;
@@ -82,6 +85,19 @@ struct DataSpec {
   double ignored = 0.1;
   uint64_t seed = 1;
 };
+
+// The data kinds of PERF.md / torch_ce_peers.py make(), applied to `d`.
+inline void data_kind(DataSpec& d, const std::string& kind) {
+  if (kind == "zipf") {
+    d.zipf = 1.1, d.noise = 2, d.lift = 12;
+  } else if (kind == "flat") {
+    d.zipf = 0, d.noise = 1, d.lift = 0;
+  } else if (kind == "peaked") {
+    d.zipf = 0, d.noise = 3, d.lift = 20;
+  } else {
+    fail("unknown data kind '%s' (zipf, flat, peaked)", kind.c_str());
+  }
+}
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -244,4 +260,9 @@ inline std::vector<float> to_host(const float* p, size_t n) {
   std::vector<float> f(n);
   CK(cudaMemcpy(f.data(), p, n * 4, cudaMemcpyDeviceToHost));
   return f;
+}
+inline std::vector<int> to_host(const int* p, size_t n) {
+  std::vector<int> v(n);
+  CK(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost));
+  return v;
 }

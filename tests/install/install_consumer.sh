@@ -1,7 +1,8 @@
 #!/bin/sh
 # install_consumer.sh CMAKE BUILD_DIR CONSUMER_SOURCE WORK_DIR GENERATOR
 # Installs the build into WORK_DIR/prefix, then configures, builds and runs the consumer
-# project against it; the consumer must print the program's 64-hex-digit hash.
+# project against it; the consumer must print the program's 64-hex-digit hash, and the C
+# consumer (through the C ABI) the same line without the NVRTC version.
 set -eu
 cmake_bin=$1 build=$2 consumer=$3 work=$4 generator=$5
 rm -rf "$work"
@@ -15,4 +16,7 @@ test -x "$work/prefix/bin/tilejit"
 out=$("$work/build/consumer")
 echo "$out"
 echo "$out" | grep -Eq '^tilejit [0-9.]+ \(NVRTC [0-9.]+\): causal [0-9a-f]{64}$'
+out_c=$("$work/build/consumer_c")
+echo "$out_c"
+test "$out_c" = "$(echo "$out" | sed 's/ (NVRTC [0-9.]*)//')"
 "$work/prefix/bin/tilejit" --version

@@ -36,6 +36,8 @@ TEST(TensorView, ContiguousStridesAndSizes) {
   EXPECT_EQ(dtype_size(DType::F32), 4u);
   EXPECT_EQ(dtype_size(DType::BF16), 2u);
   EXPECT_EQ(dtype_size(DType::Bool), 1u);
+  EXPECT_EQ(dtype_size(DType::I64), 8u);
+  EXPECT_EQ(dtype_name(DType::I64), "i64");
   EXPECT_EQ(TensorView::contiguous_strides({}), std::vector<int64_t>{});
 }
 

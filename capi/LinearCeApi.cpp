@@ -1,0 +1,168 @@
+// The C ABI's fused linear cross-entropy: forward into an opaque saved state, backward from it
+// (capi/LinearCeCall.h picks the GPU path or the CPU executor by where the tensors live).
+#include <cuda.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ErrorBoundary.h"
+#include "Handles.h"
+#include "TensorDesc.h"
+
+using namespace tilejit;
+using namespace tilejit::capi;
+
+namespace {
+
+CUstream cu_stream(void* stream) { return static_cast<CUstream>(stream); }
+
+LinearCeOptions options_of(const tj_linear_ce_options* o) {
+  LinearCeOptions options;
+  if (!o) return options;
+  options.filter_threshold = o->filter_threshold;
+  options.deterministic = o->deterministic != 0;
+  if (o->grad_buffer_bytes != 0) options.grad_buffer_bytes = o->grad_buffer_bytes;
+  return options;
+}
+
+// The bindings plus the segments' tensors given explicitly (inputs->segments), under the names
+// the program gives them; a name given both ways is an error. `placed` collects the explicit
+// tensors for the placement check.
+Bindings with_segments(const LossProgram& prog, const Bindings& bind, const tj_linear_ce_inputs& in,
+                       std::vector<NamedTensor>& placed) {
+  if (!in.segments) {
+    if (in.num_segments != 0)
+      fail(TJ_ERR_INVALID_ARGUMENT, "inputs->num_segments is {} but inputs->segments is NULL",
+           in.num_segments);
+    return bind;
+  }
+  if (in.num_segments != static_cast<int32_t>(prog.segments.size()))
+    fail(TJ_ERR_INVALID_ARGUMENT, "program '{}' has {} segment(s) but inputs->num_segments is {}",
+         prog.name, prog.segments.size(), in.num_segments);
+  Bindings out = bind;
+  auto add = [&](const std::string& name, const tj_tensor* t, size_t i, const char* field) {
+    if (bind.find_buffer(name) || bind.find_param(name))
+      fail(TJ_ERR_INVALID_ARGUMENT,
+           "'{}' is given both in the bindings and as inputs->segments[{}].{}", name, i, field);
+    out.buffer(name, to_view(t, name));
+    placed.emplace_back(name, t);
+  };
+  for (size_t i = 0; i < prog.segments.size(); ++i) {
+    const Segment& s = prog.segments[i];
+    const tj_segment_tensors& t = in.segments[i];
+    if (!t.weight)
+      fail(TJ_ERR_INVALID_ARGUMENT, "inputs->segments[{}].weight ('{}' of segment '{}') is NULL", i,
+           s.weight, s.name);
+    add(s.weight, t.weight, i, "weight");
+    if (t.bias && s.bias.empty())
+      fail(TJ_ERR_INVALID_ARGUMENT,
+           "inputs->segments[{}].bias is given but segment '{}' has no bias", i, s.name);
+    if (t.bias) add(s.bias, t.bias, i, "bias");
+  }
+  return out;
+}
+
+std::optional<TensorView> optional_view(const tj_tensor* t, const char* name) {
+  if (!t) return std::nullopt;
+  return to_view(t, name);
+}
+
+}  // namespace
+
+extern "C" {
+
+void tj_linear_ce_options_init(tj_linear_ce_options* options) {
+  if (!options) return;
+  const LinearCeOptions defaults;
+  options->filter_threshold = defaults.filter_threshold;
+  options->deterministic = defaults.deterministic ? 1 : 0;
+  options->grad_buffer_bytes = defaults.grad_buffer_bytes;
+}
+
+tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear_ce_inputs* inputs,
+                               const tj_bindings* bindings, const tj_linear_ce_options* options,
+                               const tj_linear_ce_outputs* outputs, void* stream,
+                               tj_linear_ce_state** state) {
+  if (state) *state = nullptr;
+  return boundary("tj_linear_ce_forward", program_name(program), [&] {
+    tj_linear_ce_state*& result = out_param(state, "state");
+    const LossProgram& prog = loss_program(program);
+    if (!inputs) fail(TJ_ERR_INVALID_ARGUMENT, "the inputs are NULL");
+    LinearCeInputViews in{to_view(inputs->hidden, "hidden"), to_view(inputs->targets, "targets"),
+                          std::nullopt};
+    if (inputs->teacher_hidden)
+      in.teacher_hidden = to_view(inputs->teacher_hidden, "teacher_hidden");
+    std::vector<NamedTensor> placed{{"targets", inputs->targets},
+                                    {"teacher_hidden", inputs->teacher_hidden}};
+    Bindings bind = with_segments(prog, bindings_of(bindings), *inputs, placed);
+    LinearCeOutputs outs;
+    if (outputs) {
+      outs.loss = optional_view(outputs->loss, "loss");
+      outs.row_loss = optional_view(outputs->row_loss, "row_loss");
+      outs.lse = optional_view(outputs->lse, "lse");
+      placed.insert(
+          placed.end(),
+          {{"loss", outputs->loss}, {"row_loss", outputs->row_loss}, {"lse", outputs->lse}});
+    }
+    retag_user_errors(TJ_ERR_UNSUPPORTED, [&] { check_linear_ce_supported(prog, in); });
+    prepare_placement({"hidden", inputs->hidden}, placed);
+
+    auto handle = std::make_unique<tj_linear_ce_state>();
+    handle->program_name = prog.name;
+    handle->segments = prog.segments;
+    handle->device = inputs->hidden->device;
+    handle->run = linear_ce_forward(prog, in, bind, options_of(options), cu_stream(stream), outs);
+    result = handle.release();
+  });
+}
+
+tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tensor* grad_loss,
+                                const tj_tensor* d_hidden, const tj_segment_gradients* segments,
+                                int32_t num_segments, void* stream) {
+  const std::string_view program = state ? std::string_view(state->program_name) : "";
+  return boundary("tj_linear_ce_backward", program, [&] {
+    if (!state || !state->run) fail(TJ_ERR_INVALID_ARGUMENT, "the loss state is NULL");
+    const std::vector<Segment>& segs = state->segments;
+    if (num_segments != static_cast<int32_t>(segs.size()))
+      fail(TJ_ERR_INVALID_ARGUMENT, "program '{}' has {} segment(s) but num_segments is {}",
+           state->program_name, segs.size(), num_segments);
+    if (!segments && !segs.empty()) fail(TJ_ERR_INVALID_ARGUMENT, "the segment gradients are NULL");
+    LinearCeGradOutputs outs;
+    outs.d_hidden = to_view(d_hidden, "d_hidden");
+    std::vector<NamedTensor> placed{{"grad_loss", grad_loss}, {"d_hidden", d_hidden}};
+    for (size_t i = 0; i < segs.size(); ++i) {
+      const Segment& s = segs[i];
+      const tj_segment_gradients& g = segments[i];
+      outs.d_weight.push_back(to_view(g.d_weight, "d_" + s.weight));
+      placed.emplace_back("d_" + s.weight, g.d_weight);
+      if (s.bias.empty() && g.d_bias)
+        fail(TJ_ERR_INVALID_ARGUMENT, "segments[{}].d_bias is given but segment '{}' has no bias",
+             i, s.name);
+      if (!s.bias.empty() && !g.d_bias)
+        fail(TJ_ERR_INVALID_ARGUMENT,
+             "segments[{}].d_bias (the gradient of bias '{}' of segment '{}') is NULL", i, s.bias,
+             s.name);
+      outs.d_bias.push_back(s.bias.empty() ? std::nullopt
+                                           : optional_view(g.d_bias, ("d_" + s.bias).c_str()));
+      if (g.d_bias) placed.emplace_back("d_" + s.bias, g.d_bias);
+    }
+    TensorView grad = to_view(grad_loss, "grad_loss");
+    prepare_placement(state->device, "the forward's 'hidden'", placed);
+    state->run->backward(grad, outs, cu_stream(stream));
+  });
+}
+
+tj_status tj_linear_ce_state_rows(const tj_linear_ce_state* state, int64_t* rows,
+                                  int64_t* kept_rows) {
+  return boundary("tj_linear_ce_state_rows", [&] {
+    if (!state || !state->run) fail(TJ_ERR_INVALID_ARGUMENT, "the loss state is NULL");
+    if (rows) *rows = state->run->rows();
+    if (kept_rows) *kept_rows = state->run->kept_rows();
+  });
+}
+
+void tj_linear_ce_state_destroy(tj_linear_ce_state* state) { delete state; }
+
+}  // extern "C"

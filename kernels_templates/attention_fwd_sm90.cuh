@@ -1,0 +1,432 @@
+// Block-sparse attention forward for Hopper (sm_90a): wgmma + TMA, warp-specialised, in the
+// manner of FlashAttention-3. Everything but the tile loop is the portable path's
+// (attention_fwd.cuh): the launch parameters, the block mask and its run traversal, the score
+// pipeline over an accumulator tile (tile_logits: bounds, mask_mod, score_mod; full tiles skip
+// the mask) and the online softmax, so both paths return the same out and lse.
+//
+// CTA: one per (q tile of 128 rows, b * Hq); grid (B * Hq, q_tiles), q tiles run last-first.
+// 384 threads in three warpgroups:
+//   warpgroup 0, producer (40 registers): one thread loads the Q tile once, then K and V of each
+//     step into a kStages ring, with TMA; the mbarrier full[s] counts the bytes in,
+//     empty[s] the 256 consumer threads done with the stage.
+//   warpgroups 1 and 2, consumers (232 registers; 40 * 128 + 232 * 256 = 168 * 384, the
+//     launch-bounds allocation): 64 query rows each. Per step,
+//     S = Q K^T (wgmma, Q and K from shared memory), the score pipeline and online softmax on
+//     the fp32 accumulator, P = bf16/f16(S) kept in registers as the A operand of O += P V
+//     (wgmma, V from shared memory read N-major).
+// A step is one kv tile of the block mask (64 columns) or two consecutive tiles of the same
+// kind (128 columns, the common case). S is always computed as 64 x 128: for a one-tile step its
+// upper 64 columns come from whatever the stage held and are discarded by the bounds check
+// (they read as out of range, so no hook sees them); P V then uses only V's first 64 rows.
+// Branches on the step (one or two tiles) only choose between whole commit groups: ptxas
+// serialises every wgmma of a sequence that branches inside a group.
+//
+// Schedule (per consumer warpgroup): the products of step j+1's S and step j's P V are issued in
+// one turn, O's rescale by step j's alpha between them (it runs under S's product); the score
+// pipeline of step j+1 starts once S lands (wgmma_wait<1>). The two consumer warpgroups take
+// turns to issue (named barriers kSchedBarrier + consumer index), so one's softmax overlaps the
+// other's products (FlashAttention-3's ping-pong). The source also lets step j+1's softmax overlap
+// its own step j's P V, but ptxas (CUDA 13.0) schedules that wait ahead of the softmax; forcing
+// the order (a branch between them) makes it report insufficient registers, spill and serialise
+// every product. So within a warpgroup only the tile_logits pass overlaps P V.
+//
+// Layouts and protocols relied on (PTX ISA):
+//   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S and O are
+//     m64nNk16 accumulators, so the thread holding S(r, c) is the one the portable kernel's
+//     apply_logits assumes for a [1][N / 8][4] tile with row0 = 16 * warp + g, col0 = 2t.
+//   - Q, K, V tiles in shared memory: per 64-column block of D, 128 rows of 128 B, 1024-B
+//     aligned, 16-B chunk c of row r at chunk c ^ (r & 7) -- what TMA writes with
+//     CU_TENSOR_MAP_SWIZZLE_128B for a 64 x 64 box (rows 64 apart = 8192 B) and what the
+//     128-byte-swizzle descriptors read. Q and K are K-major operands (SBO 1024); V is the
+//     N-major B of P V (imm-trans-b = 1, LBO = 16384 between its 64-column blocks, SBO 1024).
+//   - mbarriers (9.7.13.15): q_full and full[s] complete on one arrive.expect_tx plus the
+//     transaction bytes of their boxes (a box partly or wholly outside the tensor is zero-filled
+//     and counts in full); empty[s] on 256 arrivals. Pass n over the ring waits for parity
+//     n & 1 on full[s] (consumers) and (n & 1) ^ 1 on empty[s] (producer; a fresh barrier
+//     reports parity 1 complete).
+//   - wgmma.fence before each batch of products (S, O and P are written by ordinary code in
+//     between); one commit group per product; the accumulators and P are touched only after a
+//     wait_group that covers them (9.7.15.7).
+//
+// Hooks: Prog::kMaskIsTrue, Prog::kScoreIsIdentity, Prog::mask_mod / score_mod, as in
+// attention_fwd.cuh. Launch: attention_fwd_sm90_kernel below, or a generated entry point with
+// __launch_bounds__(kAttnFwdSm90Threads, 1) calling attention_fwd_sm90_cta; dynamic shared memory
+// AttnFwdSm90Layout<D>::kBytes; the block mask built with block_q = 128, block_kv = 64.
+#pragma once
+
+#include "attention_fwd.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace tjk {
+
+constexpr int kAttnFwdSm90Threads = 384;
+constexpr int kAttnSm90BlockQ = 128;
+
+// The tensor maps of Q, K, V: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
+struct AttnFwdTmaMaps {
+  TmaDescriptor q, k, v;
+};
+
+// Shared memory, from a 1024-B aligned base: a block of mbarriers, the Q tile, then per stage
+// the K and the V tile of one step. A tile is kHeadDim / 64 column blocks of 128 rows x 128 B.
+template <int kHeadDim>
+struct AttnFwdSm90Layout {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper kernel supports D = 64 and 128");
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;
+  static constexpr int kColBlocks = kHeadDim / 64;
+  static constexpr int kBoxBytes = 64 * 128;        // one TMA box: 64 rows of 64 elements
+  static constexpr int kColBlockBytes = 128 * 128;  // 128 rows of one column block
+  static constexpr int kTileBytes = kColBlocks * kColBlockBytes;
+  static constexpr int kQ = 1024;  // after the barrier block
+  static constexpr int kStage0 = kQ + kTileBytes;
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  // Up to 1023 bytes are lost aligning the dynamic shared memory base.
+  static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
+
+  // Barrier addresses: q_full, full[kStages], empty[kStages].
+  __device__ static unsigned q_full(unsigned base) { return base; }
+  __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
+  __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
+  __device__ static unsigned k_tile(unsigned base, int s) {
+    return base + kStage0 + s * kStageBytes;
+  }
+  __device__ static unsigned v_tile(unsigned base, int s) { return k_tile(base, s) + kTileBytes; }
+};
+
+// One step of the kv loop: `tiles` (1 or 2) consecutive block-mask tiles from `tile`, all full
+// or all partial.
+struct KvStep {
+  int tile, tiles;
+  bool full;
+};
+
+// Groups the tiles of a block-mask run list into steps; producer and consumers walk the same
+// list, so they agree on every step.
+struct KvStepCursor {
+  RunCursor runs;
+  KvStep step;
+
+  __device__ __forceinline__ void begin(const BlockMaskView& m, int b, int h, int qt) {
+    runs.begin(m.offsets, m.runs, m.list_index(b, h, qt, m.q_tiles));
+    advance();
+  }
+  __device__ __forceinline__ bool valid() const { return step.tiles > 0; }
+  __device__ __forceinline__ void advance() {
+    step.tiles = 0;
+    if (!runs.valid()) return;
+    step.tile = runs.tile();
+    step.full = runs.full();
+    step.tiles = 1;
+    runs.next();
+    if (runs.valid() && runs.tile() == step.tile + 1 && runs.full() == step.full) {
+      step.tiles = 2;
+      runs.next();
+    }
+  }
+};
+
+// Where a step's stage lives and which pass over the ring it is.
+struct RingSlot {
+  int stage = 0;
+  unsigned parity = 0;
+
+  template <int kStages>
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) stage = 0, parity ^= 1;
+  }
+};
+
+// The producer thread: the Q tile, then K and V of every step.
+template <int kHeadDim>
+__device__ __forceinline__ void attn_sm90_produce(const AttnFwdTmaMaps& maps, KvStepCursor steps,
+                                                  unsigned base, int b, int h, int hk, int q0) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  tma_prefetch_descriptor(&maps.q);
+  if (steps.valid()) {  // without kv steps (e.g. Skv = 0) K and V may have no map
+    tma_prefetch_descriptor(&maps.k);
+    tma_prefetch_descriptor(&maps.v);
+  }
+  mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
+#pragma unroll
+  for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      tma_load_4d(base + L::kQ + cb * L::kColBlockBytes + half * L::kBoxBytes, &maps.q, 64 * cb,
+                  q0 + 64 * half, h, b, L::q_full(base));
+  RingSlot slot;
+  for (; steps.valid(); steps.advance()) {
+    const KvStep st = steps.step;
+    const unsigned full = L::full(base, slot.stage);
+    mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+    mbar_arrive_expect_tx(full, 2 * st.tiles * L::kColBlocks * L::kBoxBytes);
+    for (int t = 0; t < st.tiles; ++t)
+#pragma unroll
+      for (int cb = 0; cb < L::kColBlocks; ++cb) {
+        const unsigned at = cb * L::kColBlockBytes + t * L::kBoxBytes;
+        const int row = (st.tile + t) * kAttnBlockKV;
+        tma_load_4d(L::k_tile(base, slot.stage) + at, &maps.k, 64 * cb, row, hk, b, full);
+        tma_load_4d(L::v_tile(base, slot.stage) + at, &maps.v, 64 * cb, row, hk, b, full);
+      }
+    slot.advance<L::kStages>();
+  }
+}
+
+// S = Q K^T for the warpgroup's 64 rows and the stage's 128 K rows: `q_rows` is the address of
+// the warpgroup's first row in Q's first column block, `k` the stage's K tile.
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_sm90_qk(float (&s)[16][4], unsigned q_rows, unsigned k) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    const unsigned at = (kk >> 2) * L::kColBlockBytes + (kk & 3) * 32;
+    const unsigned long long a = smem_descriptor_sw128(q_rows + at, 16, 1024);
+    const unsigned long long bd = smem_descriptor_sw128(k + at, 16, 1024);
+    Wgmma<128>::ss<T>(s, a, bd, kk > 0);
+  }
+}
+
+// O += P V over the step's first 16 * kSlices kv rows (8 for a two-tile step, 4 for one): P's
+// k16 slice kk is p[kk] (A fragments), V's rows 16kk.. of the stage's V tile.
+template <class T, int kHeadDim, int kSlices>
+__device__ __forceinline__ void attn_sm90_pv(float (&o)[kHeadDim / 8][4], const unsigned (&p)[8][4],
+                                             unsigned v) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+#pragma unroll
+  for (int kk = 0; kk < kSlices; ++kk)
+    Wgmma<kHeadDim>::template rs<T>(
+        o, p[kk], smem_descriptor_sw128(v + kk * 16 * 128, L::kColBlockBytes, 1024));
+}
+
+// O's rows brought to the running max of the step whose P is added next.
+template <int kDN>
+__device__ __forceinline__ void attn_sm90_rescale(float (&o)[kDN][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < kDN; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+}
+
+// P V of the previous step, one commit group: O is rescaled first (its last product has
+// landed), then handed to the products.
+template <class T, int kHeadDim, int kSlices>
+__device__ __forceinline__ void attn_sm90_issue_pv(float (&o)[kHeadDim / 8][4],
+                                                   const float (&alpha)[2],
+                                                   const unsigned (&p)[8][4], unsigned v) {
+  attn_sm90_rescale(o, alpha);
+  wgmma_fence();
+  attn_sm90_pv<T, kHeadDim, kSlices>(o, p, v);
+  wgmma_commit();
+}
+
+// One issue turn of the steady state: S of the next step, then P V of the previous one, each its
+// own commit group (so wgmma_wait<1> means "S has landed"); O's rescale runs under S's product.
+template <class T, int kHeadDim, int kSlices>
+__device__ __forceinline__ void attn_sm90_issue(float (&s)[16][4], float (&o)[kHeadDim / 8][4],
+                                                const float (&alpha)[2], const unsigned (&p)[8][4],
+                                                unsigned q_rows, unsigned k, unsigned v) {
+  wgmma_fence();
+  attn_sm90_qk<T, kHeadDim>(s, q_rows, k);
+  wgmma_commit();
+  attn_sm90_issue_pv<T, kHeadDim, kSlices>(o, alpha, p, v);
+}
+
+// P as the A fragments of P V: k16 slice kk is S's column groups 2kk and 2kk + 1.
+template <class T>
+__device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const float (&s)[16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    p[kk][0] = ElemOps<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = ElemOps<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = ElemOps<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = ElemOps<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+// Named barriers: the issue turns of the two consumer warpgroups, then one per warpgroup for its
+// epilogue.
+constexpr int kSchedBarrier = 1;     // + consumer index
+constexpr int kEpilogueBarrier = 3;  // + consumer index
+
+// A consumer warpgroup (cw = 0 or 1): rows q0 + 64 cw .. + 63 of the tile.
+template <class Prog, class Args, class T, int kHeadDim>
+__device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
+                                                  KvStepCursor steps, unsigned base, int cw, int b,
+                                                  int h, int q0) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  constexpr int kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
+  const int row0 = q0 + 64 * cw + 16 * warp + (lane >> 2);  // rows row0 and row0 + 8
+  const float scale_log2 = sh.scale * kLog2e;
+  const bool q_interior = q0 + 64 * cw + 64 <= sh.seq_q;
+  const unsigned q_rows = base + L::kQ + cw * 64 * 128;
+  auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
+  auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
+
+  float o[kDN][4], s[1][16][4];
+  unsigned pf[8][4];
+#pragma unroll
+  for (int n = 0; n < kDN; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) o[n][c] = 0.f;
+#pragma unroll
+  for (int n = 0; n < 16; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s[0][n][c] = 0.f;
+  OnlineSoftmax<1> sm;
+  sm.init();
+
+  // The score pipeline and softmax of a step's S; alpha rescales O's rows.
+  auto scores = [&](const KvStep& st, float(&alpha)[2]) {
+    AttnShape step_shape = sh;
+    const int kv0 = st.tile * kAttnBlockKV;
+    const int step_end = kv0 + st.tiles * kAttnBlockKV;
+    step_shape.seq_kv = sh.seq_kv < step_end ? sh.seq_kv : step_end;
+    tile_logits<Prog, Args, false>(s, args, step_shape, scale_log2, b, h, row0,
+                                   kv0 + 2 * (lane & 3), st.full,
+                                   q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv);
+    sm.update(s, alpha);
+  };
+
+  mbar_wait(L::q_full(base), 0);
+  if (cw == 1) pass_turn();  // consumer 0 issues first
+  if (steps.valid()) {
+    RingSlot slot;
+    KvStep cur = steps.step;
+    steps.advance();
+    mbar_wait(L::full(base, slot.stage), slot.parity);
+    take_turn();
+    wgmma_fence();
+    attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
+    wgmma_commit();
+    pass_turn();
+    wgmma_wait<0>();
+    pin_registers(s[0]);
+    float alpha[2];
+    scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
+    attn_sm90_pack_p<T>(pf, s[0]);
+    RingSlot prev = slot;
+    int prev_tiles = cur.tiles;
+    slot.advance<L::kStages>();
+
+    for (; steps.valid(); steps.advance()) {
+      cur = steps.step;
+      mbar_wait(L::full(base, slot.stage), slot.parity);
+      take_turn();
+      // Branch around whole commit groups only: a branch inside one makes ptxas split it.
+      if (prev_tiles == 2)
+        attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, pf, q_rows, L::k_tile(base, slot.stage),
+                                        L::v_tile(base, prev.stage));
+      else
+        attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, pf, q_rows, L::k_tile(base, slot.stage),
+                                        L::v_tile(base, prev.stage));
+      pass_turn();
+      wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
+      pin_registers(s[0]);
+      scores(cur, alpha);
+      wgmma_wait<0>();  // see the schedule note at the top: ptxas places this before the softmax
+      pin_registers(o);
+      pin_registers(pf);
+      mbar_arrive(L::empty(base, prev.stage));
+      attn_sm90_pack_p<T>(pf, s[0]);
+      prev = slot;
+      prev_tiles = cur.tiles;
+      slot.advance<L::kStages>();
+    }
+
+    take_turn();
+    if (prev_tiles == 2)
+      attn_sm90_issue_pv<T, kHeadDim, 8>(o, alpha, pf, L::v_tile(base, prev.stage));
+    else
+      attn_sm90_issue_pv<T, kHeadDim, 4>(o, alpha, pf, L::v_tile(base, prev.stage));
+    pass_turn();
+    wgmma_wait<0>();
+    pin_registers(o);
+    mbar_arrive(L::empty(base, prev.stage));
+  }
+  if (cw == 0) take_turn();  // consume consumer 1's last pass_turn
+
+  // Epilogue: normalise, stage the warpgroup's rows in its own rows of the Q tile (no longer
+  // read by anyone), then 16-byte stores; lse from the lanes holding column 0.
+  float inv[2], lse[2];
+  sm.finish(inv, lse);
+  unsigned char* smem_q = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(base + L::kQ));
+#pragma unroll
+  for (int n = 0; n < kDN; ++n)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
+      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
+                     ((c & 7) << 1);
+      *reinterpret_cast<unsigned*>(smem_q + at) =
+          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
+    }
+  named_barrier_sync(kEpilogueBarrier + cw, 128);
+  unsigned short* out = p.out.head(b, h);
+  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
+#pragma unroll
+  for (int i = 0; i < kChunks / 128; ++i) {
+    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
+    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    if (q0 + r < sh.seq_q)
+      *reinterpret_cast<uint4*>(out + (q0 + r) * p.out.stride_s + chunk * 8) =
+          *reinterpret_cast<const uint4*>(smem_q + at);
+  }
+  if ((lane & 3) == 0) {
+    float* out_lse = p.lse + (static_cast<long long>(b) * sh.heads_q + h) * sh.seq_q;
+    if (row0 < sh.seq_q) out_lse[row0] = lse[0];
+    if (row0 + 8 < sh.seq_q) out_lse[row0 + 8] = lse[1];
+  }
+}
+
+template <class Prog, class Args, class T, int kHeadDim>
+__device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams& p,
+                                                       const Args& args,
+                                                       const AttnFwdTmaMaps& maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  extern __shared__ unsigned char attn_sm90_smem[];
+  const unsigned base = (smem_addr(attn_sm90_smem) + 1023u) & ~1023u;
+  if (p.mask.block_q != kAttnSm90BlockQ || p.mask.block_kv != kAttnBlockKV) __trap();
+  const AttnShape& sh = p.shape;
+  const int b = blockIdx.x / sh.heads_q, h = blockIdx.x % sh.heads_q;
+  const int hk = h / (sh.heads_q / sh.heads_kv);
+  const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * kAttnSm90BlockQ;
+  const int wg = threadIdx.x >> 7;
+
+  if (threadIdx.x == 0) {
+    mbar_init(L::q_full(base), 1);
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(L::full(base, s), 1);
+      mbar_init(L::empty(base, s), 256);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  KvStepCursor steps;
+  steps.begin(p.mask, b, h, qt);
+  if (wg == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) attn_sm90_produce<kHeadDim>(maps, steps, base, b, h, hk, q0);
+    return;
+  }
+  setmaxnreg_inc<232>();
+  attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, steps, base, wg - 1, b, h, q0);
+#else
+  __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
+#endif
+}
+
+template <class Prog, class Args, class T, int kHeadDim>
+__global__ void __launch_bounds__(kAttnFwdSm90Threads, 1)
+    attention_fwd_sm90_kernel(const __grid_constant__ AttentionFwdParams p,
+                              const __grid_constant__ Args args,
+                              const __grid_constant__ AttnFwdTmaMaps maps) {
+  attention_fwd_sm90_cta<Prog, Args, T, kHeadDim>(p, args, maps);
+}
+
+}  // namespace tjk

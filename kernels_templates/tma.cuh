@@ -1,0 +1,97 @@
+// Bulk tensor loads (TMA) and the synchronisation of warp-specialised kernels on sm_90a:
+// transaction-counting mbarriers, named barriers between warpgroups and register reallocation.
+// Device-only; compiles under NVRTC. The instructions exist on sm_90a only: callers guard their
+// use with __CUDA_ARCH_FEAT_SM90_ALL (unreferenced inline functions emit no code elsewhere).
+//
+// PTX ISA sections relied on: 9.7.9.25.5.2 cp.async.bulk.tensor; 9.7.9.15 prefetch.tensormap;
+// 9.7.13.15 mbarrier (init, arrive, expect-tx, try_wait.parity, phase completion); 9.7.13.4
+// fence.mbarrier_init; 9.7.13.1 bar.sync / bar.arrive; 9.7.19.5 setmaxnreg.
+#pragma once
+
+#include "mma.cuh"
+
+namespace tjk {
+
+// A CUtensorMap (cuda.h) without the host header: 128 opaque bytes, 64-byte aligned. Encoded on
+// the host (runtime/AttentionTma.h) and passed as a __grid_constant__ kernel parameter, so its
+// generic address points into parameter space as cp.async.bulk.tensor requires.
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned long long generic_address(const void* p) {
+  return reinterpret_cast<unsigned long long>(p);
+}
+
+// Loads the descriptor into the tensor-map cache ahead of the first copy that uses it.
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(generic_address(map)) : "memory");
+}
+
+// Copies the box at (c0, c1, c2, c3) (innermost first) of a 4-D tensor map into shared memory
+// at `dst` and performs complete-tx of the box's byte size on the mbarrier at `bar` (elements
+// outside the tensor are written as zeros and still counted).
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDescriptor* map, int c0, int c1,
+                                            int c2, int c3, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+      "l"(generic_address(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// mbarrier in shared memory (8 bytes, 8-byte aligned). A phase completes when `count` arrivals
+// and every expected transaction byte have been seen; its parity is 0 for the first phase.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes initialised barriers visible to the other threads and to the async proxy (TMA); follow
+// it with a CTA-wide barrier before any thread uses them.
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// One arrival that also expects `bytes` more transaction bytes in the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Waits until the phase of parity `parity` has completed. Valid for the current phase and the
+// one before it: on a freshly initialised barrier, parity 1 (the phase "before" the first)
+// reports complete at once, which is how a producer's first pass over an empty ring proceeds.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Named barriers (ids 1..15; 0 is __syncthreads). `threads` counts every participant, those
+// that only arrive included; it is a multiple of 32.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Register reallocation between warpgroups: every warp of a warpgroup executes the same one.
+// The kernel's launch bounds fix the starting count (65536 / threads, rounded down to 8); the
+// registers a warpgroup gives up are what the others can take.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+
+}  // namespace tjk

@@ -1,0 +1,275 @@
+// Warpgroup matrix multiply (wgmma.mma_async, sm_90a): shared-memory matrix descriptors for
+// 128-byte-swizzled tiles, the fences that order register accesses around the asynchronous
+// products, and m64nNk16 products (f32 accumulators, bf16 / f16 inputs) with A from shared
+// memory (K-major) or from registers. Device-only; compiles under NVRTC; callers guard their use
+// with __CUDA_ARCH_FEAT_SM90_ALL.
+//
+// Layouts (PTX ISA 9.7.15.5.1 "Register Fragments and Shared Memory Matrix Layouts"):
+//   Accumulator D of m64nNk16 (9.7.15.5.1.1.1): warp w of the warpgroup holds rows 16w..16w+15;
+//   with lane = 4g + t, d[i][c] (i < N/8) is D(16w + g + 8 * (c >> 1), 8i + 2t + (c & 1)) -- for
+//   each warp the mma.m16n8 C fragment repeated over N/8 column groups.
+//   A in registers: four 32-bit registers of two 16-bit values, a[0] = A(16w + g, 2t..2t+1),
+//   a[1] = A(16w + g + 8, 2t..), a[2] = A(16w + g, 2t+8..), a[3] = A(16w + g + 8, 2t+8..) --
+//   the mma.m16n8k16 A fragment of the warp's 16 rows.
+//   128-byte swizzle, K-major (9.7.15.5.1.2.1.3, ((8,m),(T,2k)):((8T,SBO),(1,T)) o Swizzle<3,4,3>):
+//   rows of 64 16-bit elements (128 B), 8-row groups SBO bytes apart; the leading offset is
+//   unused (encoded 1). A k16 slice starts 32 * (k / 16) bytes into the row.
+//   128-byte swizzle, MN-major (((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) o Swizzle<3,4,3>): 64
+//   contiguous MN elements per 128-B row, the next 64 MN elements LBO bytes further, K rows
+//   128 B apart and 8-row groups SBO bytes apart. A k16 slice starts 16 rows further.
+//   Swizzle<3,4,3>: byte-address bits [4, 7) are XORed with bits [7, 10), i.e. 16-B chunk c of
+//   row r sits at chunk c ^ (r & 7); with the swizzle pattern starting on a 1024-B boundary the
+//   descriptor's base offset is 0 (9.7.15.5.1.2.2 "Matrix Descriptor Format").
+#pragma once
+
+#include "mma.cuh"
+
+namespace tjk {
+
+template <class T>
+struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsBf16<bf16> {
+  static constexpr bool value = true;
+};
+
+// Matrix descriptor (9.7.15.5.1.2.2): start address, leading and stride byte offsets, each
+// encoded as (x & 0x3FFFF) >> 4 in 14 bits; bits 62-63 = 1: 128-byte swizzle.
+__device__ __forceinline__ unsigned long long smem_descriptor_sw128(unsigned addr,
+                                                                    unsigned leading_bytes,
+                                                                    unsigned stride_bytes) {
+  auto encode = [](unsigned x) { return static_cast<unsigned long long>((x & 0x3FFFF) >> 4); };
+  return encode(addr) | (encode(leading_bytes) << 16) | (encode(stride_bytes) << 32) | (1ull << 62);
+}
+
+// Orders this thread's earlier register writes before the next wgmma reads them (accumulators,
+// A fragments). Required before the first wgmma of each batch that follows ordinary code.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+// Waits until at most kPending of this warpgroup's committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Pins the registers of an accumulator (or fragment array) at this point of the program: the
+// values must be computed before it and are re-read after it, and it keeps its place among the
+// volatile asm (wgmma issue, commit, wait). After a wgmma_wait it keeps code that uses the
+// results from being hoisted above the wait; before one, it keeps work meant to overlap the
+// running products from being sunk below the wait.
+template <int kN>
+__device__ __forceinline__ void pin_registers(float (&x)[kN][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) asm volatile("" : "+f"(x[i][c])::"memory");
+}
+template <int kN>
+__device__ __forceinline__ void pin_registers(float (&x)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(x[i])::"memory");
+}
+template <int kN>
+__device__ __forceinline__ void pin_registers(unsigned (&x)[kN][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(x[i][c])::"memory");
+}
+
+// wgmma.mma_async m64nNk16, f32 accumulate, issued by the whole warpgroup. d is the first N / 8
+// column groups of an accumulator of kN >= N / 8 groups.
+//   ss: D (+)= A * B, A [64 x 16] and B [16 x N] both K-major in shared memory (descriptors);
+//       scale_d = 0 overwrites D.
+//   rs: D += A * B, A [64 x 16] in registers, B [16 x N] N-major in shared memory
+//       (imm-trans-b = 1).
+template <int N>
+struct Wgmma;
+
+template <>
+struct Wgmma<64> {
+  template <class T, int kN>
+  __device__ static __forceinline__ void ss(float (&d)[kN][4], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+    static_assert(kN >= 8, "the accumulator holds 64 columns");
+    if constexpr (IsBf16<T>::value) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+          "%32, %33, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+          "%32, %33, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    }
+  }
+  template <class T, int kN>
+  __device__ static __forceinline__ void rs(float (&d)[kN][4], const unsigned (&a)[4],
+                                            unsigned long long desc_b) {
+    static_assert(kN >= 8, "the accumulator holds 64 columns");
+    if constexpr (IsBf16<T>::value) {
+      asm volatile(
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+          "{%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+      asm volatile(
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+          "{%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    }
+  }
+};
+
+template <>
+struct Wgmma<128> {
+  template <class T, int kN>
+  __device__ static __forceinline__ void ss(float (&d)[kN][4], unsigned long long desc_a,
+                                            unsigned long long desc_b, int scale_d) {
+    static_assert(kN >= 16, "the accumulator holds 128 columns");
+    if constexpr (IsBf16<T>::value) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+          "%64, %65, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+            "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+            "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+            "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+            "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+            "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+            "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+          "%64, %65, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+            "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+            "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+            "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+            "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+            "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+            "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    }
+  }
+  template <class T, int kN>
+  __device__ static __forceinline__ void rs(float (&d)[kN][4], const unsigned (&a)[4],
+                                            unsigned long long desc_b) {
+    static_assert(kN >= 16, "the accumulator holds 128 columns");
+    if constexpr (IsBf16<T>::value) {
+      asm volatile(
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+          "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+            "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+            "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+            "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+            "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+            "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+            "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+      asm volatile(
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+          "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+          "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+          "{%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+            "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+            "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+            "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+            "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+            "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+            "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+            "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+            "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+            "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+            "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+            "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+            "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    }
+  }
+};
+
+}  // namespace tjk

@@ -1,0 +1,57 @@
+"""Programs: the standard library (one function per program), the text form and its canonical
+round trip, kinds, hashes and the loss queries."""
+
+from __future__ import annotations
+
+import unittest
+from pathlib import Path
+
+from support import tilejit
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
+
+
+class ProgramTest(unittest.TestCase):
+
+    def test_every_standard_program_has_a_function(self):
+        for name in tilejit.programs.STANDARD_PROGRAMS:
+            program = getattr(tilejit.programs, name)()
+            self.assertEqual(program.name, name)
+            self.assertEqual(len(program.hash), 64)
+            self.assertIn(program.kind, ("attention", "loss"))
+            # The canonical text parses back to the same program.
+            self.assertEqual(tilejit.program(program.text).hash, program.hash)
+
+    def test_stdlib_matches_the_example_files(self):
+        if not EXAMPLES.is_dir():
+            self.skipTest("not run from the source tree")
+        for name in ("causal", "doc_softcap", "two_segments", "llama3"):
+            from_file = tilejit.load(EXAMPLES / f"{name}.tj")
+            self.assertEqual(from_file, getattr(tilejit.programs, name)())
+
+    def test_kinds_and_loss_queries(self):
+        self.assertEqual(tilejit.programs.causal().kind, "attention")
+        llama = tilejit.programs.llama3()
+        self.assertEqual((llama.kind, llama.segment_count, llama.reduction), ("loss", 1, "mean"))
+        none = tilejit.program("loss r {\n  segment a : [0, 4) weight W\n  reduction = none\n}")
+        self.assertEqual(none.reduction, "none")
+        with self.assertRaises(tilejit.InvalidArgumentError):
+            tilejit.programs.causal().segment_count
+
+    def test_hash_follows_the_structure_not_the_spelling(self):
+        a = tilejit.program("attention c {\n  mask = q >= kv   # causal\n}\n")
+        b = tilejit.program("attention c {\n\n  mask = q >= kv\n}")
+        c = tilejit.program("attention c {\n  mask = q > kv\n}")
+        self.assertEqual(a.hash, b.hash)
+        self.assertNotEqual(a.hash, c.hash)
+        self.assertIn("attention c", repr(a))
+
+    def test_library(self):
+        self.assertRegex(tilejit.version(), r"^\d+\.\d+\.\d+")
+        self.assertEqual(tilejit.__version__, tilejit.version())
+        self.assertIsNotNone(tilejit.library_path())
+        self.assertIsInstance(tilejit.gpu_available(), bool)
+
+
+if __name__ == "__main__":
+    unittest.main()

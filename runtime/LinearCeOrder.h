@@ -1,0 +1,44 @@
+// The vocabulary order on the GPU path (runtime/LinearCe.h "Gradient filtering and the vocabulary
+// order"): which order a forward visits, the average-logit pre-pass that builds one
+// (kernels_templates/linear_ce_order.cuh), and the kernels' layout under an order. Private to
+// runtime/LinearCe.cpp.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <memory>
+
+#include "runtime/Driver.h"
+#include "runtime/LinearCe.h"
+#include "runtime/LinearCeParams.h"
+#include "runtime/VocabOrder.h"
+
+namespace tilejit::linear_ce {
+
+// The pre-pass kernels (Rows module) and what they read: the kept rows of E, compacted.
+struct PrePass {
+  CUfunction colsum_part = nullptr, sum_parts = nullptr, average_logit = nullptr;
+  const CeLayout* layout = nullptr;
+  const void* hidden_kept = nullptr;  // [n_kept, dim]
+  int32_t n_kept = 0, dim = 0;
+  bool is_f16 = false;
+};
+
+// Per segment, every weight row's average raw logit over the kept rows (fp32, deterministic).
+// Synchronizes `stream` to read them back.
+VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream stream);
+
+// The order a forward visits and the state that handed it out (both null: natural order). Only
+// a filtering forward (threshold > 0) visits an order; `scores` runs the pre-pass when due.
+struct ForwardOrder {
+  std::shared_ptr<VocabOrder> state;
+  std::shared_ptr<const VocabOrderTables> tables;
+};
+ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& options, float threshold,
+                           const std::function<VocabOrder::Scores()>& scores);
+
+// `layout` visiting `tables`' order (nullptr: the natural order).
+CeLayout with_order(CeLayout layout, const VocabOrderTables* tables);
+
+}  // namespace tilejit::linear_ce

@@ -1,0 +1,126 @@
+#include "runtime/VocabOrder.h"
+
+#include <stdexcept>
+
+#include "compiler/Error.h"
+#include "runtime/VocabOrderPlan.h"
+
+namespace tilejit {
+
+// ---- tables --------------------------------------------------------------------------------
+
+VocabOrderTables::VocabOrderTables(std::vector<std::vector<int32_t>> order)
+    : order_(std::move(order)) {
+  for (size_t s = 0; s < order_.size(); ++s) {
+    try {
+      rank_.push_back(inverse_order(order_[s]));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("vocabulary order of segment " + std::to_string(s) +
+                                  " is not a permutation: " + e.what());
+    }
+  }
+}
+
+void VocabOrderTables::upload() const {
+  std::call_once(uploaded_, [this] {
+    for (size_t s = 0; s < order_.size(); ++s) {
+      device_.push_back(DeviceBuffer::from_host(order_[s]));
+      device_.push_back(DeviceBuffer::from_host(rank_[s]));
+    }
+  });
+}
+
+const int32_t* VocabOrderTables::device_order(size_t s) const {
+  upload();
+  return static_cast<const int32_t*>(device_[2 * s].data());
+}
+
+const int32_t* VocabOrderTables::device_rank(size_t s) const {
+  upload();
+  return static_cast<const int32_t*>(device_[2 * s + 1].data());
+}
+
+// ---- state ---------------------------------------------------------------------------------
+
+VocabOrder::VocabOrder(int refresh_every, std::shared_ptr<const VocabOrderTables> fixed)
+    : refresh_every_(refresh_every), current_(std::move(fixed)) {}
+
+std::shared_ptr<VocabOrder> VocabOrder::by_average_logit(int refresh_every) {
+  TILEJIT_USER_CHECK(refresh_every >= 1,
+                     "VocabOrder::by_average_logit: refresh_every must be at least 1, got {}",
+                     refresh_every);
+  return std::shared_ptr<VocabOrder>(new VocabOrder(refresh_every, nullptr));
+}
+
+std::shared_ptr<VocabOrder> VocabOrder::fixed(std::vector<std::vector<int32_t>> rows_in_order) {
+  std::shared_ptr<const VocabOrderTables> tables;
+  try {
+    tables = std::make_shared<const VocabOrderTables>(std::move(rows_in_order));
+  } catch (const std::invalid_argument& e) {
+    user_error("VocabOrder::fixed: {}", e.what());
+  }
+  return std::shared_ptr<VocabOrder>(new VocabOrder(0, std::move(tables)));
+}
+
+bool VocabOrder::fits(const LossProgram& prog) const {
+  if (!current_ || current_->segments() != prog.segments.size()) return false;
+  for (size_t s = 0; s < prog.segments.size(); ++s)
+    if (int64_t(current_->order(s).size()) != prog.segments[s].size()) return false;
+  return true;
+}
+
+std::shared_ptr<const VocabOrderTables> VocabOrder::for_forward(
+    const LossProgram& prog, const std::function<Scores()>& average_logits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.forwards;
+  if (refresh_every_ == 0) {
+    if (!fits(prog)) {
+      std::string sizes;
+      for (size_t s = 0; s < current_->segments(); ++s)
+        sizes += (s ? ", " : "") + std::to_string(current_->order(s).size());
+      user_error(
+          "program {}: the fixed vocabulary order covers {} segment(s) of sizes [{}], "
+          "which is not the program's layout",
+          prog.name, current_->segments(), sizes);
+    }
+    ++stats_.ordered_forwards;
+    return current_;
+  }
+  if (!current_ || !fits(prog) || since_rebuild_ >= refresh_every_) {
+    Scores scores = average_logits();
+    TILEJIT_INTERNAL_CHECK(scores.size() == prog.segments.size(),
+                           "vocabulary order: {} score vectors for {} segments", scores.size(),
+                           prog.segments.size());
+    std::vector<std::vector<int32_t>> order;
+    for (size_t s = 0; s < scores.size(); ++s) {
+      TILEJIT_INTERNAL_CHECK(int64_t(scores[s].size()) == prog.segments[s].size(),
+                             "vocabulary order: {} scores for segment '{}' of {} ids",
+                             scores[s].size(), prog.segments[s].name, prog.segments[s].size());
+      order.push_back(order_by_score(scores[s].data(), int64_t(scores[s].size())));
+    }
+    current_ = std::make_shared<const VocabOrderTables>(std::move(order));
+    since_rebuild_ = 0;
+    stats_.set_aside = false;
+    ++stats_.rebuilds;
+  }
+  ++since_rebuild_;
+  if (stats_.set_aside) return nullptr;
+  ++stats_.ordered_forwards;
+  return current_;
+}
+
+void VocabOrder::record_survival(const VocabOrderTables& used, double fraction) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.last_survival = fraction;
+  // An order that leaves nearly every tile alive only costs (the pre-pass, gathered loads):
+  // visit the natural order until the next rebuild looks again.
+  if (refresh_every_ > 0 && &used == current_.get() && fraction >= kDenseBackwardSurvival)
+    stats_.set_aside = true;
+}
+
+VocabOrder::Stats VocabOrder::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace tilejit

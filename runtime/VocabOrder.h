@@ -1,0 +1,88 @@
+// A reusable vocabulary order for the fused linear cross-entropy on the GPU (runtime/LinearCe.h
+// "Vocabulary order"): per segment, the order in which the kernels visit its weight rows, and
+// when to rebuild it. A training loop keeps one across steps (LinearCeOptions::vocab_order) so
+// the pre-pass runs every k steps, not every step:
+//
+//   auto order = VocabOrder::by_average_logit(/*refresh_every=*/50);
+//   LinearCeOptions o{.vocab_ordering = VocabOrdering::State, .vocab_order = order};
+//   for (...) { auto f = linear_cross_entropy_forward(prog, E, bind, t, o, s); ... }
+//
+// Thread-safe. An order in use is immutable (VocabOrderTables): a forward keeps the one it used
+// alive for its backward, whatever the state does meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "compiler/Program.h"
+#include "runtime/DeviceBuffer.h"
+
+namespace tilejit {
+
+// One order: per segment, order[p] = the weight row visited at position p, and rank, its
+// inverse. Host copies always; device copies once a forward first needs them.
+class VocabOrderTables {
+ public:
+  // std::invalid_argument (naming the segment) unless each order is a permutation.
+  explicit VocabOrderTables(std::vector<std::vector<int32_t>> order);
+  size_t segments() const { return order_.size(); }
+  const std::vector<int32_t>& order(size_t s) const { return order_[s]; }
+  const std::vector<int32_t>& rank(size_t s) const { return rank_[s]; }
+  // Device copies, uploaded on the first call (needs a current context).
+  const int32_t* device_order(size_t s) const;
+  const int32_t* device_rank(size_t s) const;
+
+ private:
+  void upload() const;
+  std::vector<std::vector<int32_t>> order_, rank_;
+  mutable std::once_flag uploaded_;
+  mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
+};
+
+class VocabOrder {
+ public:
+  // Per segment, per weight row: the average raw logit over a batch's rows.
+  using Scores = std::vector<std::vector<float>>;
+
+  // Built from the average-logit pre-pass on the first forward that uses it and rebuilt on every
+  // `refresh_every`-th forward after (1: every forward). An order under which nearly every tile
+  // survives (see record_survival) is set aside until the next rebuild.
+  static std::shared_ptr<VocabOrder> by_average_logit(int refresh_every = 1);
+  // The caller's order: rows_in_order[s] lists segment s's weight rows in visiting order (a
+  // permutation of 0..V_s-1). Never rebuilt nor set aside. UserError on a non-permutation.
+  static std::shared_ptr<VocabOrder> fixed(std::vector<std::vector<int32_t>> rows_in_order);
+
+  // The order a forward of `prog` visits, or nullptr for the natural order. `average_logits` runs
+  // the pre-pass on that forward's rows; it is called only when a rebuild is due. UserError when
+  // a fixed order does not fit the program's segments.
+  std::shared_ptr<const VocabOrderTables> for_forward(
+      const LossProgram& prog, const std::function<Scores()>& average_logits);
+
+  // What a backward measured under `used` (an order this state handed out): the fraction of
+  // gradient tiles it would visit (runtime/VocabOrderPlan.h).
+  void record_survival(const VocabOrderTables& used, double fraction);
+
+  struct Stats {
+    int64_t forwards = 0;          // forwards that asked this state
+    int64_t ordered_forwards = 0;  // of which visited an order
+    int64_t rebuilds = 0;          // pre-pass runs
+    double last_survival = -1;     // the last recorded fraction (-1: none yet)
+    bool set_aside = false;        // the current order is set aside until the next rebuild
+  };
+  Stats stats() const;
+
+ private:
+  VocabOrder(int refresh_every, std::shared_ptr<const VocabOrderTables> fixed);
+  bool fits(const LossProgram& prog) const;
+
+  const int refresh_every_;  // 0: a fixed order
+  mutable std::mutex mu_;
+  std::shared_ptr<const VocabOrderTables> current_;
+  int64_t since_rebuild_ = 0;
+  Stats stats_;
+};
+
+}  // namespace tilejit

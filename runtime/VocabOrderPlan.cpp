@@ -1,0 +1,66 @@
+#include "runtime/VocabOrderPlan.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace tilejit {
+namespace {
+
+// A key whose ascending order is the scores' descending order, NaN last.
+uint32_t descending_key(float score) {
+  if (std::isnan(score)) return 0xffffffffu;
+  if (score == 0.f) score = 0.f;  // -0 ties with +0
+  uint32_t u;
+  std::memcpy(&u, &score, sizeof u);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
+}  // namespace
+
+std::vector<int32_t> order_by_score(const float* scores, int64_t n) {
+  // (key << 32 | row), sorted by key one byte at a time, least significant first: each pass is
+  // stable, and rows start ascending, so equal keys stay in row order.
+  std::vector<uint64_t> items(n), scratch(n);
+  for (int64_t r = 0; r < n; ++r)
+    items[r] = uint64_t{descending_key(scores[r])} << 32 | static_cast<uint32_t>(r);
+  for (int shift = 32; shift < 64; shift += 8) {
+    std::array<int64_t, 257> start{};
+    for (uint64_t v : items) ++start[((v >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b) start[b + 1] += start[b];
+    for (uint64_t v : items) scratch[start[(v >> shift) & 0xff]++] = v;
+    items.swap(scratch);
+  }
+  std::vector<int32_t> order(n);
+  for (int64_t p = 0; p < n; ++p) order[p] = static_cast<int32_t>(items[p] & 0xffffffffu);
+  return order;
+}
+
+std::vector<int32_t> inverse_order(const std::vector<int32_t>& order) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  std::vector<int32_t> rank(n, -1);
+  for (int64_t p = 0; p < n; ++p) {
+    const int32_t row = order[p];
+    if (row < 0 || row >= n)
+      throw std::invalid_argument("position " + std::to_string(p) + " holds row " +
+                                  std::to_string(row) + ", outside [0, " + std::to_string(n) + ")");
+    if (rank[row] >= 0)
+      throw std::invalid_argument("row " + std::to_string(row) + " appears at positions " +
+                                  std::to_string(rank[row]) + " and " + std::to_string(p));
+    rank[row] = static_cast<int32_t>(p);
+  }
+  return rank;
+}
+
+double surviving_fraction(int64_t visited_tiles, int64_t total_tiles) {
+  return total_tiles > 0 ? double(visited_tiles) / double(total_tiles) : 1.0;
+}
+
+bool keep_order_for_backward(int64_t visited_tiles, int64_t total_tiles) {
+  return surviving_fraction(visited_tiles, total_tiles) < kDenseBackwardSurvival;
+}
+
+}  // namespace tilejit

@@ -1,0 +1,279 @@
+// The vocabulary order's host side, no GPU needed: ordering ids by score against a brute-force
+// sort, inverses, the backward's keep-the-order decision, the reusable state's rebuild and
+// set-aside policy (runtime/VocabOrder.h), and misuse of the ordering options.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "compiler/Error.h"
+#include "dsl/TextForm.h"
+#include "runtime/LinearCe.h"
+#include "runtime/VocabOrder.h"
+#include "runtime/VocabOrderPlan.h"
+
+namespace tilejit::testing {
+namespace {
+
+// The specification of order_by_score, written the slow way.
+std::vector<int32_t> brute_force_order(const std::vector<float>& scores) {
+  std::vector<int32_t> rows(scores.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  std::stable_sort(rows.begin(), rows.end(), [&](int32_t a, int32_t b) {
+    const float x = scores[a], y = scores[b];
+    if (std::isnan(x) || std::isnan(y)) return !std::isnan(x) && std::isnan(y);
+    return x > y;  // -0 == +0: a tie, kept in row order
+  });
+  return rows;
+}
+
+std::vector<float> random_scores(int64_t n, std::mt19937& rng) {
+  // Few distinct values (many ties) mixed with specials and continuous values.
+  const float specials[] = {0.f,
+                            -0.f,
+                            1.f,
+                            -1.f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::max()};
+  std::normal_distribution<float> normal(0.f, 30.f);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    unsigned pick = rng() % 4;
+    x = pick == 0   ? specials[rng() % std::size(specials)]
+        : pick == 1 ? float(int(rng() % 7) - 3)
+                    : normal(rng);
+  }
+  return v;
+}
+
+TEST(VocabOrderPlan, OrderByScoreMatchesBruteForce) {
+  std::mt19937 rng(20261201);
+  for (int64_t n : {0, 1, 2, 7, 128, 1000, 70001}) {
+    std::vector<float> scores = random_scores(n, rng);
+    EXPECT_EQ(order_by_score(scores.data(), n), brute_force_order(scores)) << "n = " << n;
+  }
+}
+
+TEST(VocabOrderPlan, OrderByScoreOnAZipfPriorPutsTheFrequentIdsFirst) {
+  std::mt19937 rng(5);
+  const int64_t n = 5000;
+  std::vector<int32_t> rank(n);
+  std::iota(rank.begin(), rank.end(), 1);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  std::vector<float> prior(n);
+  for (int64_t i = 0; i < n; ++i) prior[i] = float(-1.1 * std::log(double(rank[i])));
+  std::vector<int32_t> order = order_by_score(prior.data(), n);
+  for (int64_t p = 0; p < n; ++p) ASSERT_EQ(rank[order[p]], p + 1) << "position " << p;
+}
+
+TEST(VocabOrderPlan, InverseOrderInvertsAndRejectsNonPermutations) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> order(1000);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> rank = inverse_order(order);
+  for (int32_t p = 0; p < 1000; ++p) EXPECT_EQ(rank[order[p]], p);
+  EXPECT_TRUE(inverse_order({}).empty());
+
+  auto message = [](const std::vector<int32_t>& bad) -> std::string {
+    try {
+      inverse_order(bad);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message({0, 2, 2}), "row 2 appears at positions 1 and 2");
+  EXPECT_EQ(message({0, 3, 1}), "position 1 holds row 3, outside [0, 3)");
+  EXPECT_EQ(message({-1}), "position 0 holds row -1, outside [0, 1)");
+}
+
+TEST(VocabOrderPlan, BackwardKeepsTheOrderUnlessNearlyEveryTileSurvives) {
+  EXPECT_DOUBLE_EQ(surviving_fraction(25, 100), 0.25);
+  EXPECT_DOUBLE_EQ(surviving_fraction(0, 0), 1.0);
+  EXPECT_TRUE(keep_order_for_backward(0, 100));
+  EXPECT_TRUE(keep_order_for_backward(94, 100));
+  EXPECT_FALSE(keep_order_for_backward(95, 100));
+  EXPECT_FALSE(keep_order_for_backward(100, 100));
+  EXPECT_FALSE(keep_order_for_backward(0, 0));
+}
+
+// ---- the reusable state --------------------------------------------------------------------
+
+LossProgram two_segments() {
+  return std::get<LossProgram>(parse_program(R"(
+loss two {
+  segment base : [0, 300) weight W0
+  segment extra : [400, 450) weight W1
+})"));
+}
+
+// A stand-in pre-pass: fresh random scores per call, counted, the last ones kept.
+struct FakePrePass {
+  std::mt19937 rng{11};
+  int calls = 0;
+  VocabOrder::Scores last;
+  VocabOrder::Scores operator()() {
+    ++calls;
+    std::normal_distribution<float> normal;
+    last = {std::vector<float>(300), std::vector<float>(50)};
+    for (auto& seg : last)
+      for (float& x : seg) x = normal(rng);
+    return last;
+  }
+};
+
+TEST(VocabOrder, RebuildsEveryKForwardsFromThePrePass) {
+  LossProgram prog = two_segments();
+  auto state = VocabOrder::by_average_logit(3);
+  FakePrePass pass;
+  auto scores = [&] { return pass(); };
+  std::shared_ptr<const VocabOrderTables> first = state->for_forward(prog, scores);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(pass.calls, 1);
+  ASSERT_EQ(first->segments(), 2u);
+  EXPECT_EQ(first->order(0), order_by_score(pass.last[0].data(), 300));
+  EXPECT_EQ(first->order(1), order_by_score(pass.last[1].data(), 50));
+  EXPECT_EQ(first->rank(1), inverse_order(first->order(1)));
+  EXPECT_EQ(state->for_forward(prog, scores), first);
+  EXPECT_EQ(state->for_forward(prog, scores), first);
+  EXPECT_EQ(pass.calls, 1);
+  std::shared_ptr<const VocabOrderTables> second = state->for_forward(prog, scores);  // 4th
+  EXPECT_EQ(pass.calls, 2);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(first->order(0).size(), 300u) << "an order handed out stays valid";
+  for (int i = 0; i < 3; ++i) state->for_forward(prog, scores);  // 5th to 7th: one rebuild
+  VocabOrder::Stats s = state->stats();
+  EXPECT_EQ(s.forwards, 7);
+  EXPECT_EQ(s.ordered_forwards, 7);
+  EXPECT_EQ(s.rebuilds, 3);
+  EXPECT_EQ(pass.calls, 3);
+}
+
+TEST(VocabOrder, AnOrderUnderWhichEveryTileSurvivesIsSetAsideUntilTheNextRebuild) {
+  LossProgram prog = two_segments();
+  auto state = VocabOrder::by_average_logit(4);
+  FakePrePass pass;
+  auto scores = [&] { return pass(); };
+  auto used = state->for_forward(prog, scores);
+  state->record_survival(*used, 0.5);  // worth it
+  EXPECT_EQ(state->for_forward(prog, scores), used);
+  state->record_survival(*used, 0.97);  // not worth it
+  EXPECT_TRUE(state->stats().set_aside);
+  EXPECT_EQ(state->for_forward(prog, scores), nullptr);  // 3rd: natural order
+  EXPECT_EQ(state->for_forward(prog, scores), nullptr);  // 4th
+  auto rebuilt = state->for_forward(prog, scores);       // 5th: rebuilt, looked at again
+  EXPECT_NE(rebuilt, nullptr);
+  EXPECT_NE(rebuilt, used);
+  EXPECT_EQ(pass.calls, 2);
+  VocabOrder::Stats s = state->stats();
+  EXPECT_FALSE(s.set_aside);
+  EXPECT_EQ(s.forwards, 5);
+  EXPECT_EQ(s.ordered_forwards, 3);
+}
+
+TEST(VocabOrder, ASurvivalRecordedForAnOlderOrderDoesNotSetTheNewOneAside) {
+  LossProgram prog = two_segments();
+  auto state = VocabOrder::by_average_logit(1);
+  FakePrePass pass;
+  auto scores = [&] { return pass(); };
+  auto old_order = state->for_forward(prog, scores);
+  auto new_order = state->for_forward(prog, scores);
+  state->record_survival(*old_order, 1.0);
+  EXPECT_FALSE(state->stats().set_aside);
+  EXPECT_DOUBLE_EQ(state->stats().last_survival, 1.0);
+  EXPECT_NE(new_order, nullptr);
+}
+
+TEST(VocabOrder, ANewLayoutIsRebuiltAtOnce) {
+  auto state = VocabOrder::by_average_logit(100);
+  FakePrePass pass;
+  state->for_forward(two_segments(), [&] { return pass(); });
+  LossProgram one =
+      std::get<LossProgram>(parse_program("loss one {\n  segment v : [0, 64) weight W\n}\n"));
+  auto tables =
+      state->for_forward(one, [] { return VocabOrder::Scores{std::vector<float>(64, 1.f)}; });
+  ASSERT_TRUE(tables);
+  EXPECT_EQ(tables->segments(), 1u);
+  EXPECT_EQ(state->stats().rebuilds, 2);
+}
+
+TEST(VocabOrder, FixedOrderIsTheCallersAndChecked) {
+  LossProgram prog = two_segments();
+  std::vector<int32_t> base(300), extra(50);
+  std::iota(base.rbegin(), base.rend(), 0);  // reversed
+  std::iota(extra.begin(), extra.end(), 0);
+  auto state = VocabOrder::fixed({base, extra});
+  auto never = []() -> VocabOrder::Scores {
+    ADD_FAILURE() << "a fixed order ran the pre-pass";
+    return {};
+  };
+  auto tables = state->for_forward(prog, never);
+  ASSERT_TRUE(tables);
+  EXPECT_EQ(tables->order(0), base);
+  EXPECT_EQ(tables->rank(0)[0], 299);
+  state->record_survival(*tables, 1.0);
+  EXPECT_EQ(state->for_forward(prog, never), tables) << "a fixed order is never set aside";
+
+  try {
+    VocabOrder::fixed({base, {0, 1, 1}});
+    ADD_FAILURE() << "a duplicate row was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("segment 1 is not a permutation: row 1 appears"),
+              std::string::npos)
+        << e.what();
+  }
+  auto short_order = VocabOrder::fixed({base});
+  try {
+    short_order->for_forward(prog, never);
+    ADD_FAILURE() << "an order for one segment fit a two-segment program";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("program two: the fixed vocabulary order covers 1 "
+                                         "segment(s) of sizes [300]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(VocabOrder::by_average_logit(0), UserError);
+}
+
+// ---- options -------------------------------------------------------------------------------
+
+// Ordering options are checked before anything needs a GPU (fake device addresses).
+std::string forward_error(const LinearCeOptions& options) {
+  LossProgram prog = two_segments();
+  auto fake = [](uintptr_t slot, DType dtype, std::vector<int64_t> shape, const char* name) {
+    return TensorView::contiguous(reinterpret_cast<void*>(uintptr_t{1} << 40 | slot << 20), dtype,
+                                  std::move(shape), TensorView::Where::Device, name);
+  };
+  Bindings bind{{"W0", fake(3, DType::BF16, {300, 64}, "w0")},
+                {"W1", fake(4, DType::BF16, {50, 64}, "w1")}};
+  try {
+    linear_cross_entropy_forward(prog, fake(1, DType::BF16, {16, 64}, "E"), bind,
+                                 fake(2, DType::I32, {16}, "targets"), options, nullptr);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(VocabOrderOptions, StateNeedsAnOrderAndAnOrderNeedsState) {
+  LinearCeOptions o;
+  o.vocab_ordering = VocabOrdering::State;
+  EXPECT_NE(forward_error(o).find("vocab_ordering State needs a vocab_order"), std::string::npos)
+      << forward_error(o);
+  o.vocab_ordering = VocabOrdering::AverageLogit;
+  o.vocab_order = VocabOrder::by_average_logit(4);
+  EXPECT_NE(forward_error(o).find("a vocab_order is given but vocab_ordering is not State"),
+            std::string::npos)
+      << forward_error(o);
+}
+
+}  // namespace
+}  // namespace tilejit::testing
