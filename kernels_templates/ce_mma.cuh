@@ -39,6 +39,14 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
   return r;
 }
 
+// bf16 bits of the smallest bf16 >= x (x not NaN): dropped low bits round a positive value up
+// and a negative one towards zero, so a maximum stored this way never shrinks.
+__device__ __forceinline__ u16 bf16_bits_rounded_up(float x) {
+  const u32 u = __float_as_uint(x);
+  const u32 high = u >> 16;
+  return u16((u & 0xffffu) && !(u >> 31) ? high + 1 : high);
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -93,11 +93,20 @@ struct CeClassifyParams {
   const int* kept = nullptr;
   const int* targets = nullptr;
   const float* lse = nullptr;
-  const float* tile_max = nullptr;  // [num_tiles, n_kept]; nullptr: every tile hot
+  const u16* tile_max = nullptr;  // linear_ce_fwd's, bf16; nullptr: every tile hot
   unsigned char* tile_class = nullptr;
   int n_kept = 0;
   float log_threshold = 0.f;  // log(threshold)
 };
+
+// Max logit of vocabulary tile t for kept row k, target excluded (the forward's parts).
+__device__ __forceinline__ float tile_max_logit(const CeClassifyParams& q, int t, int k) {
+  float m = neg_inf();
+#pragma unroll
+  for (int part = 0; part < kTileMaxParts; ++part)
+    m = fmaxf(m, to_float<false>(q.tile_max[((long long)t * kTileMaxParts + part) * q.n_kept + k]));
+  return m;
+}
 
 // Grid (row tiles, ceil(num_tiles / 64)), 128 threads: one thread per row of the row tile.
 __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
@@ -107,8 +116,7 @@ __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
   int ttile = ok ? id_tile(q.layout, q.targets[q.kept[k]]) : -1;
   int t0 = blockIdx.y * 64, t1 = min(q.layout.num_tiles, t0 + 64);
   for (int t = t0; t < t1; ++t) {
-    bool hot = q.tile_max == nullptr ||
-               (ok && q.tile_max[(long long)t * q.n_kept + k] - lse >= q.log_threshold);
+    bool hot = q.tile_max == nullptr || (ok && tile_max_logit(q, t, k) - lse >= q.log_threshold);
     int any_hot = __syncthreads_or(hot);
     int any_tgt = __syncthreads_or(ttile == t);
     if (threadIdx.x == 0)

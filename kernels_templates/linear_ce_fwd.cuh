@@ -6,8 +6,9 @@
 // when it has one), with the pipeline running across tile boundaries. The epilogue applies
 // bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum of
 // logits (label smoothing) in registers; the target logit is stored by the one thread whose
-// column holds the target. Optionally it records max logit per (vocabulary tile, row), target
-// excluded, which lets the backward pass skip tiles whose gradient is negligible.
+// column holds the target. Optionally it records the max logit per (vocabulary tile, row), target
+// excluded, which lets the backward pass skip tiles whose gradient is negligible: each column
+// warp stores its part straight from registers (bf16, rounded up; no barrier in the tile loop).
 // linear_ce_merge: per row, combines the split partials in split order into lse and the
 // row loss. linear_ce_reduce: one block sums row losses in a fixed order. Both are
 // deterministic; nothing here uses atomics.
@@ -25,7 +26,7 @@ struct CeFwdParams {
   float* part_zsum = nullptr;     // [splits, n_kept] sum of logits (smoothing) or nullptr
   float* target_logit = nullptr;  // [n_kept] logit_mod(x) at the target
   float* target_raw = nullptr;    // [n_kept] x (before logit_mod) at the target
-  float* tile_max = nullptr;      // [num_tiles, n_kept] or nullptr
+  u16* tile_max = nullptr;        // [num_tiles, kTileMaxParts, n_kept] bf16 (rounded up) or nullptr
   int tiles_per_split = 1;
 };
 
@@ -119,21 +120,13 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
         s[r] = s[r] * fast_exp2((m[r] - mn) * kLog2e) + acc_s;
         m[r] = mn;
       }
-      if (p.tile_max) {
+      if (p.tile_max) {  // the warp's 64 columns: across the quad, then one lane stores
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        if ((lane & 3) == 0) red[0][wn][tile_row(r)] = tmax;
+        if ((lane & 3) == 0 && row_ok)
+          p.tile_max[((long long)tile * kTileMaxParts + wn) * R.n_kept + krow[r]] =
+              bf16_bits_rounded_up(tmax);
       }
-    }
-    if (p.tile_max) {
-      __syncthreads();
-      for (int r = threadIdx.x; r < kFwdRows; r += blockDim.x)
-        if (row0 + r < R.n_kept) {
-          float mx = red[0][0][r];
-#pragma unroll
-          for (int w = 1; w < CeFwdCta::kWarpsN; ++w) mx = fmaxf(mx, red[0][w][r]);
-          p.tile_max[(long long)tile * R.n_kept + row0 + r] = mx;
-        }
     }
   };
 

@@ -275,6 +275,24 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     st->n_kept = verdict[0];
   }
 
+  // The vocabulary order (LinearCeOrder.h), before the workspace is sized: a state that found
+  // filtering unable to pay turns it off for this forward.
+  if (st->n_kept > 0) {
+    st->order = forward_order(P, options, st->threshold, [&] {
+      PrePass pass{.layout = &st->layout, .hidden = hidden.data, .kept = st->kept()};
+      pass.colsum_part = K.function(LossModule::Rows, "linear_ce_colsum_part");
+      pass.sum_parts = K.function(LossModule::Rows, "linear_ce_sum_parts");
+      pass.average_logit = K.function(LossModule::Rows, "linear_ce_average_logit");
+      pass.hidden_stride = hidden.strides[0];
+      pass.n_kept = static_cast<int32_t>(st->n_kept);
+      pass.dim = dim;
+      pass.is_f16 = hidden.dtype == DType::F16;
+      return average_logits(pass, driver, stream);
+    });
+    if (!st->order.filter) st->threshold = 0;
+    st->layout = with_order(st->layout, st->order.tables.get());
+  }
+
   LinearCeShape shape;
   shape.n_rows = n;
   shape.n_kept = st->n_kept;
@@ -296,6 +314,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   out.n_rows = n;
   out.n_kept = st->n_kept;
   out.filter_threshold = st->threshold;
+  out.vocab_ordered = st->order.tables != nullptr;
   out.loss = outputs.loss ? *outputs.loss : st->outputs.take(1, {1}, "loss");
   out.row_loss = outputs.row_loss ? *outputs.row_loss : st->outputs.take(n, {n}, "row_loss");
   out.lse = outputs.lse ? *outputs.lse : st->outputs.take(n, {n}, "lse");
@@ -318,17 +337,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       0, stream, static_cast<const void*>(hidden.data), static_cast<long long>(hidden.strides[0]),
       static_cast<const int32_t*>(st->kept()), dim, hidden_kept);
 
-  st->order = forward_order(P, options, st->threshold, [&] {
-    PrePass pass{.layout = &st->layout, .hidden_kept = hidden_kept, .n_kept = n_kept, .dim = dim};
-    pass.colsum_part = K.function(LossModule::Rows, "linear_ce_colsum_part");
-    pass.sum_parts = K.function(LossModule::Rows, "linear_ce_sum_parts");
-    pass.average_logit = K.function(LossModule::Rows, "linear_ce_average_logit");
-    pass.is_f16 = hidden.dtype == DType::F16;
-    return average_logits(pass, driver, stream);
-  });
-  st->layout = with_order(st->layout, st->order.tables.get());
-  out.vocab_ordered = st->order.tables != nullptr;
-
   CeFwdParams p;
   p.layout = st->layout;
   p.rows = {hidden_kept, dim, st->kept(), st->targets32(), n_kept, dim};
@@ -337,7 +345,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   p.part_zsum = st->fwd<float>(ws.part_zsum);
   p.target_logit = st->fwd<float>(ws.target_logit);
   p.target_raw = st->fwd<float>(ws.target_raw);
-  p.tile_max = st->fwd<float>(ws.tile_max);
+  p.tile_max = st->fwd<uint16_t>(ws.tile_max);
   p.tiles_per_split = ws.tiles_per_split;
   void* fwd_params[] = {st->args.data(), &p};
   launch(K.function(LossModule::Forward, "linear_ce_fwd", kCeFwdSmemBytes),
@@ -474,7 +482,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
   p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
   // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), and their lists.
-  auto classify = [&](const CeLayout& visit, const float* tile_max) {
+  auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
     c.layout = visit;
     c.tile_max = tile_max;
     run(K.function(LossModule::Rows, "linear_ce_classify"),
@@ -484,7 +492,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
         stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count);
   };
-  classify(layout, st.threshold > 0 ? st.fwd<float>(ws.tile_max) : nullptr);
+  classify(layout, st.threshold > 0 ? st.fwd<uint16_t>(ws.tile_max) : nullptr);
   g.surviving_fraction = st.threshold > 0 ? -1 : 1;
   if (st.order.tables) {  // keep the order only if it saves more than its gathers cost
     std::vector<int32_t> visited_per_row_tile(row_tiles);

@@ -29,9 +29,9 @@ VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream 
   float* hidden_sum = partial + int64_t(parts) * dim;
   float* scores = hidden_sum + dim;
   const unsigned dx = blocks(dim, 256);
-  run(pass.colsum_part, {dx, static_cast<unsigned>(parts)}, {256}, stream, pass.hidden_kept,
-      static_cast<long long>(dim), pass.n_kept, static_cast<const int32_t*>(nullptr),
-      static_cast<const float*>(nullptr), dim, per, is_f16, partial);
+  run(pass.colsum_part, {dx, static_cast<unsigned>(parts)}, {256}, stream, pass.hidden,
+      pass.hidden_stride, pass.n_kept, pass.kept, static_cast<const float*>(nullptr), dim, per,
+      is_f16, partial);
   run(pass.sum_parts, {dx}, {256}, stream, static_cast<const float*>(partial), parts, dim,
       hidden_sum);
   const float scale = 1.f / static_cast<float>(pass.n_kept);
@@ -60,7 +60,9 @@ ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& optio
   ForwardOrder out;
   out.state = options.vocab_ordering == VocabOrdering::State ? options.vocab_order
                                                              : VocabOrder::by_average_logit(1);
-  out.tables = out.state->for_forward(prog, scores);
+  VocabOrder::Visit visit = out.state->for_forward(prog, scores);
+  out.tables = visit.tables;
+  out.filter = visit.filter;
   if (!out.tables) out.state = nullptr;
   return out;
 }

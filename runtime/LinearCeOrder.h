@@ -16,11 +16,13 @@
 
 namespace tilejit::linear_ce {
 
-// The pre-pass kernels (Rows module) and what they read: the kept rows of E, compacted.
+// The pre-pass kernels (Rows module) and what they read: the kept rows of E.
 struct PrePass {
   CUfunction colsum_part = nullptr, sum_parts = nullptr, average_logit = nullptr;
   const CeLayout* layout = nullptr;
-  const void* hidden_kept = nullptr;  // [n_kept, dim]
+  const void* hidden = nullptr;  // E [N, dim], row stride hidden_stride
+  long long hidden_stride = 0;
+  const int32_t* kept = nullptr;  // [n_kept] the rows of E that count
   int32_t n_kept = 0, dim = 0;
   bool is_f16 = false;
 };
@@ -29,11 +31,13 @@ struct PrePass {
 // Synchronizes `stream` to read them back.
 VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream stream);
 
-// The order a forward visits and the state that handed it out (both null: natural order). Only
-// a filtering forward (threshold > 0) visits an order; `scores` runs the pre-pass when due.
+// The order a forward visits and the state that handed it out (both null: natural order), and
+// whether it filters: a state that found filtering unable to pay pauses it (VocabOrder.h). Only
+// a filtering forward (threshold > 0) asks; `scores` runs the pre-pass when due.
 struct ForwardOrder {
   std::shared_ptr<VocabOrder> state;
   std::shared_ptr<const VocabOrderTables> tables;
+  bool filter = true;
 };
 ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& options, float threshold,
                            const std::function<VocabOrder::Scores()>& scores);

@@ -40,7 +40,8 @@ struct CeFwdParams {
   CeLayout layout;
   CeRows rows;
   float *part_max = nullptr, *part_sum = nullptr, *part_zsum = nullptr;
-  float *target_logit = nullptr, *target_raw = nullptr, *tile_max = nullptr;
+  float *target_logit = nullptr, *target_raw = nullptr;
+  uint16_t* tile_max = nullptr;  // bf16 [num_tiles, 2 column warps, n_kept]
   int32_t tiles_per_split = 1;
 };
 struct CeMergeParams {
@@ -54,7 +55,8 @@ struct CeMergeParams {
 struct CeClassifyParams {
   CeLayout layout;
   const int32_t *kept = nullptr, *targets = nullptr;
-  const float *lse = nullptr, *tile_max = nullptr;
+  const float* lse = nullptr;
+  const uint16_t* tile_max = nullptr;
   unsigned char* tile_class = nullptr;
   int32_t n_kept = 0;
   float log_threshold = 0;

@@ -74,6 +74,7 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
   take(ws.target_raw, 4 * nk);
   take(ws.lse, 4 * nk);
   take(ws.row_loss, 4 * nk);
+  // bf16 max logits per (tile, forward column warp, kept row): 2 x 2 bytes per (tile, row)
   take(ws.tile_max, s.filtering ? 4 * int64_t(ws.num_tiles) * nk : 0);
   take(ws.loss, 4);
   if (s.backward) {

@@ -69,8 +69,8 @@ bool VocabOrder::fits(const LossProgram& prog) const {
   return true;
 }
 
-std::shared_ptr<const VocabOrderTables> VocabOrder::for_forward(
-    const LossProgram& prog, const std::function<Scores()>& average_logits) {
+VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog,
+                                          const std::function<Scores()>& average_logits) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.forwards;
   if (refresh_every_ == 0) {
@@ -84,7 +84,7 @@ std::shared_ptr<const VocabOrderTables> VocabOrder::for_forward(
           prog.name, current_->segments(), sizes);
     }
     ++stats_.ordered_forwards;
-    return current_;
+    return {current_, true};
   }
   if (!current_ || !fits(prog) || since_rebuild_ >= refresh_every_) {
     Scores scores = average_logits();
@@ -104,16 +104,16 @@ std::shared_ptr<const VocabOrderTables> VocabOrder::for_forward(
     ++stats_.rebuilds;
   }
   ++since_rebuild_;
-  if (stats_.set_aside) return nullptr;
+  if (stats_.set_aside) return {nullptr, false};
   ++stats_.ordered_forwards;
-  return current_;
+  return {current_, true};
 }
 
 void VocabOrder::record_survival(const VocabOrderTables& used, double fraction) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.last_survival = fraction;
-  // An order that leaves nearly every tile alive only costs (the pre-pass, gathered loads):
-  // visit the natural order until the next rebuild looks again.
+  // Nearly every tile alive even in this order: skipping cannot repay the tile maxima, the
+  // pre-pass and the gathered loads; run unfiltered until the next rebuild looks again.
   if (refresh_every_ > 0 && &used == current_.get() && fraction >= kDenseBackwardSurvival)
     stats_.set_aside = true;
 }

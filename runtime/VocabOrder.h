@@ -48,18 +48,23 @@ class VocabOrder {
   using Scores = std::vector<std::vector<float>>;
 
   // Built from the average-logit pre-pass on the first forward that uses it and rebuilt on every
-  // `refresh_every`-th forward after (1: every forward). An order under which nearly every tile
-  // survives (see record_survival) is set aside until the next rebuild.
+  // `refresh_every`-th forward after (1: every forward). When a backward finds nearly every tile
+  // surviving under it (record_survival), filtering cannot pay: the forwards until the next
+  // rebuild run unfiltered (no pre-pass, no tile maxima: exactly the cost of filtering off), and
+  // the rebuild looks again.
   static std::shared_ptr<VocabOrder> by_average_logit(int refresh_every = 1);
   // The caller's order: rows_in_order[s] lists segment s's weight rows in visiting order (a
   // permutation of 0..V_s-1). Never rebuilt nor set aside. UserError on a non-permutation.
   static std::shared_ptr<VocabOrder> fixed(std::vector<std::vector<int32_t>> rows_in_order);
 
-  // The order a forward of `prog` visits, or nullptr for the natural order. `average_logits` runs
-  // the pre-pass on that forward's rows; it is called only when a rebuild is due. UserError when
-  // a fixed order does not fit the program's segments.
-  std::shared_ptr<const VocabOrderTables> for_forward(
-      const LossProgram& prog, const std::function<Scores()>& average_logits);
+  // What a forward of `prog` does: filter (or not, while set aside) and visit `tables`' order.
+  struct Visit {
+    std::shared_ptr<const VocabOrderTables> tables;  // nullptr exactly when !filter
+    bool filter = true;
+  };
+  // `average_logits` runs the pre-pass on that forward's rows; it is called only when a rebuild
+  // is due. UserError when a fixed order does not fit the program's segments.
+  Visit for_forward(const LossProgram& prog, const std::function<Scores()>& average_logits);
 
   // What a backward measured under `used` (an order this state handed out): the fraction of
   // gradient tiles it would visit (runtime/VocabOrderPlan.h).
@@ -67,10 +72,10 @@ class VocabOrder {
 
   struct Stats {
     int64_t forwards = 0;          // forwards that asked this state
-    int64_t ordered_forwards = 0;  // of which visited an order
+    int64_t ordered_forwards = 0;  // of which filtered in an order (the others: unfiltered)
     int64_t rebuilds = 0;          // pre-pass runs
     double last_survival = -1;     // the last recorded fraction (-1: none yet)
-    bool set_aside = false;        // the current order is set aside until the next rebuild
+    bool set_aside = false;        // forwards run unfiltered until the next rebuild
   };
   Stats stats() const;
 

@@ -135,17 +135,19 @@ TEST(VocabOrder, RebuildsEveryKForwardsFromThePrePass) {
   auto state = VocabOrder::by_average_logit(3);
   FakePrePass pass;
   auto scores = [&] { return pass(); };
-  std::shared_ptr<const VocabOrderTables> first = state->for_forward(prog, scores);
+  VocabOrder::Visit visit = state->for_forward(prog, scores);
+  EXPECT_TRUE(visit.filter);
+  std::shared_ptr<const VocabOrderTables> first = visit.tables;
   ASSERT_TRUE(first);
   EXPECT_EQ(pass.calls, 1);
   ASSERT_EQ(first->segments(), 2u);
   EXPECT_EQ(first->order(0), order_by_score(pass.last[0].data(), 300));
   EXPECT_EQ(first->order(1), order_by_score(pass.last[1].data(), 50));
   EXPECT_EQ(first->rank(1), inverse_order(first->order(1)));
-  EXPECT_EQ(state->for_forward(prog, scores), first);
-  EXPECT_EQ(state->for_forward(prog, scores), first);
+  EXPECT_EQ(state->for_forward(prog, scores).tables, first);
+  EXPECT_EQ(state->for_forward(prog, scores).tables, first);
   EXPECT_EQ(pass.calls, 1);
-  std::shared_ptr<const VocabOrderTables> second = state->for_forward(prog, scores);  // 4th
+  std::shared_ptr<const VocabOrderTables> second = state->for_forward(prog, scores).tables;  // 4th
   EXPECT_EQ(pass.calls, 2);
   EXPECT_NE(second, first);
   EXPECT_EQ(first->order(0).size(), 300u) << "an order handed out stays valid";
@@ -157,21 +159,25 @@ TEST(VocabOrder, RebuildsEveryKForwardsFromThePrePass) {
   EXPECT_EQ(pass.calls, 3);
 }
 
-TEST(VocabOrder, AnOrderUnderWhichEveryTileSurvivesIsSetAsideUntilTheNextRebuild) {
+TEST(VocabOrder, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
   LossProgram prog = two_segments();
   auto state = VocabOrder::by_average_logit(4);
   FakePrePass pass;
   auto scores = [&] { return pass(); };
-  auto used = state->for_forward(prog, scores);
+  auto used = state->for_forward(prog, scores).tables;
   state->record_survival(*used, 0.5);  // worth it
-  EXPECT_EQ(state->for_forward(prog, scores), used);
+  EXPECT_EQ(state->for_forward(prog, scores).tables, used);
   state->record_survival(*used, 0.97);  // not worth it
   EXPECT_TRUE(state->stats().set_aside);
-  EXPECT_EQ(state->for_forward(prog, scores), nullptr);  // 3rd: natural order
-  EXPECT_EQ(state->for_forward(prog, scores), nullptr);  // 4th
-  auto rebuilt = state->for_forward(prog, scores);       // 5th: rebuilt, looked at again
-  EXPECT_NE(rebuilt, nullptr);
-  EXPECT_NE(rebuilt, used);
+  for (int forward : {3, 4}) {  // unfiltered, no pre-pass
+    VocabOrder::Visit v = state->for_forward(prog, scores);
+    EXPECT_FALSE(v.filter) << "forward " << forward;
+    EXPECT_EQ(v.tables, nullptr) << "forward " << forward;
+  }
+  VocabOrder::Visit rebuilt = state->for_forward(prog, scores);  // 5th: rebuilt, looked at again
+  EXPECT_TRUE(rebuilt.filter);
+  EXPECT_NE(rebuilt.tables, nullptr);
+  EXPECT_NE(rebuilt.tables, used);
   EXPECT_EQ(pass.calls, 2);
   VocabOrder::Stats s = state->stats();
   EXPECT_FALSE(s.set_aside);
@@ -184,8 +190,8 @@ TEST(VocabOrder, ASurvivalRecordedForAnOlderOrderDoesNotSetTheNewOneAside) {
   auto state = VocabOrder::by_average_logit(1);
   FakePrePass pass;
   auto scores = [&] { return pass(); };
-  auto old_order = state->for_forward(prog, scores);
-  auto new_order = state->for_forward(prog, scores);
+  auto old_order = state->for_forward(prog, scores).tables;
+  auto new_order = state->for_forward(prog, scores).tables;
   state->record_survival(*old_order, 1.0);
   EXPECT_FALSE(state->stats().set_aside);
   EXPECT_DOUBLE_EQ(state->stats().last_survival, 1.0);
@@ -199,7 +205,8 @@ TEST(VocabOrder, ANewLayoutIsRebuiltAtOnce) {
   LossProgram one =
       std::get<LossProgram>(parse_program("loss one {\n  segment v : [0, 64) weight W\n}\n"));
   auto tables =
-      state->for_forward(one, [] { return VocabOrder::Scores{std::vector<float>(64, 1.f)}; });
+      state->for_forward(one, [] { return VocabOrder::Scores{std::vector<float>(64, 1.f)}; })
+          .tables;
   ASSERT_TRUE(tables);
   EXPECT_EQ(tables->segments(), 1u);
   EXPECT_EQ(state->stats().rebuilds, 2);
@@ -215,12 +222,14 @@ TEST(VocabOrder, FixedOrderIsTheCallersAndChecked) {
     ADD_FAILURE() << "a fixed order ran the pre-pass";
     return {};
   };
-  auto tables = state->for_forward(prog, never);
+  auto tables = state->for_forward(prog, never).tables;
   ASSERT_TRUE(tables);
   EXPECT_EQ(tables->order(0), base);
   EXPECT_EQ(tables->rank(0)[0], 299);
   state->record_survival(*tables, 1.0);
-  EXPECT_EQ(state->for_forward(prog, never), tables) << "a fixed order is never set aside";
+  VocabOrder::Visit again = state->for_forward(prog, never);
+  EXPECT_TRUE(again.filter) << "a fixed order is never set aside";
+  EXPECT_EQ(again.tables, tables);
 
   try {
     VocabOrder::fixed({base, {0, 1, 1}});

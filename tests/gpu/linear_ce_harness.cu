@@ -93,6 +93,9 @@ struct Runner {
   // order.
   double surviving = -1;
   bool kept_order = false;
+  // Filtering paused: what a VocabOrder state does between rebuilds once its order left nearly
+  // every tile alive (no tile maxima, every tile, natural order: the exact path).
+  bool paused = false;
 
   Runner(const Problem& prob, Options opt, Args a) : P(prob), o(opt), args(a) {
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -185,14 +188,14 @@ struct Runner {
                                                   slice<u16>(base, ws.hidden_kept));
     if (o.order != Order::Natural && !order_built) build_order();
     CeFwdParams p;
-    p.layout = layout;
+    p.layout = paused ? natural_layout() : layout;
     p.rows = rows();
     p.part_max = slice<float>(base, ws.part_max);
     p.part_sum = slice<float>(base, ws.part_sum);
     p.part_zsum = slice<float>(base, ws.part_zsum);
     p.target_logit = slice<float>(base, ws.target_logit);
     p.target_raw = slice<float>(base, ws.target_raw);
-    p.tile_max = slice<float>(base, ws.tile_max);
+    p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
     linear_ce_fwd_kernel<Prog, Args, false>
         <<<dim3(ws.fwd_row_tiles, ws.splits), CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
@@ -254,7 +257,7 @@ struct Runner {
   }
 
   // Tile classes and visiting lists for `visit` (tile_max nullptr: every tile).
-  void classify(CeBwdParams& p, const CeLayout& visit, const float* tile_max) {
+  void classify(CeBwdParams& p, const CeLayout& visit, const u16* tile_max) {
     CeClassifyParams c;
     c.layout = visit;
     c.kept = p.rows.kept;
@@ -287,10 +290,10 @@ struct Runner {
     linear_ce_row_grad_kernel<<<P.n_rows, 128>>>(slice<int>(base, ws.slot), upstream, o.reduction,
                                                  n_kept, row_grad, P.d_hidden, P.dim, P.dim);
     if (n_kept == 0) return;  // (weight gradients of an all-ignored batch: left to the caller)
-    const float* tile_max = slice<float>(base, ws.tile_max);
-    classify(p, layout, tile_max);
-    surviving = o.threshold > 0 ? -1 : 1;
-    kept_order = o.order != Order::Natural;
+    const u16* tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
+    classify(p, paused ? natural_layout() : layout, tile_max);
+    surviving = o.threshold > 0 && !paused ? -1 : 1;
+    kept_order = o.order != Order::Natural && !paused;
     if (o.order == Order::ByAverageLogit && tile_max) {  // runtime/LinearCe.cpp's choice
       std::vector<int> visited = to_host(p.row_count, ws.row_tiles);
       int64_t v = 0;
