@@ -38,5 +38,14 @@ if [ ! -e "$cuda_root/include/nvrtc.h" ] && ! command -v nvcc >/dev/null; then
 fi
 export PATH="$cuda_root/bin:$PATH"
 
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+# The Python package's tests need an interpreter with numpy: the one on PATH, else the system's
+# (where the packages above put numpy), so a PATH python without numpy does not turn them off.
+python_args=()
+for py in python3 /usr/bin/python3; do
+  if command -v "$py" >/dev/null 2>&1 && "$py" -c "import numpy" >/dev/null 2>&1; then
+    python_args=(-DPython3_EXECUTABLE="$(command -v "$py")")
+    break
+  fi
+done
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${python_args[@]}" "$@"
 cmake --build "$build_dir" -j "$(nproc)"
