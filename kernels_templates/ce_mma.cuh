@@ -148,6 +148,17 @@ __device__ __forceinline__ void zero_acc(Acc& acc) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 }
 
+template <class Acc>
+__device__ __forceinline__ void copy_acc(const Acc& from, Acc& to) {
+  constexpr int kNI = sizeof(from[0]) / sizeof(from[0][0]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < kNI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) to[i][j][e] = from[i][j][e];
+}
+
 __device__ __forceinline__ int swz(int row, int chunk) {
   return row * 64 + ((chunk ^ (row & 7)) << 3);
 }

@@ -1,13 +1,17 @@
 // Fused linear cross-entropy, backward: dE and dC_s (and dbias) from the forward's lse.
 //
-// Gradient of the row loss with respect to a live logit z_v = logit_mod(x_v):
-//   dL/dz_v = p_v (1 + 2 lambda lse) - (1 - eps) [v = target] - eps / L,   p_v = exp(z_v - lse)
-// and G[r, v] = g_r * dL/dz_v * logit_grad(x_v), g_r the upstream gradient of row r (1, 1/n_kept
-// or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G.
+// Gradient of the row loss with respect to a live logit z_v = logit_mod(x_v) (compiler/IR.h):
+//   dL/dz_v = p_v (1 - alpha + 2 lambda lse) - (1 - alpha)(1 - eps) [v = target]
+//             - (1 - alpha) eps / L + alpha T (q_v - pt_v),
+//   p_v = exp(z_v - lse), q_v = exp(z_v / T - tempered_lse), pt_v = exp(t_v / T - teacher_lse)
+// (alpha = 0 without a KL term; t the teacher's logits, recomputed like the student's), and
+// G[r, v] = g_r * dL/dz_v * logit_grad(x_v), g_r the upstream gradient of row r (1, 1/n_kept
+// or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G. The teacher
+// gets no gradient.
 //
 // Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify) into two
-// bits: kTileHot, some row has exp(max logit - lse) >= threshold (target excluded; threshold 0:
-// every tile), and kTileHoldsTarget, the tile holds the target of some row of the row tile. Only
+// bits: kTileHot, some row has exp(max logit - lse) >= threshold (with a KL term: or q or pt,
+// from the student's and the teacher's max logits; target excluded; threshold 0: every tile), and kTileHoldsTarget, the tile holds the target of some row of the row tile. Only
 // hot tiles are visited (recomputed, multiplied); the others are skipped entirely.
 // Target entries: in a hot tile a target's entry is part of G like any other. A target whose
 // tile is not hot for its row tile is a sparse correction instead (linear_ce_target_grad computes
@@ -65,7 +69,10 @@ struct CeBwdParams {
   int chunk_first = 0;  // first global tile of this chunk
   int chunk_tiles = 0;  // tiles in this chunk
   int first_chunk = 1;  // dE is written (not accumulated) by the first chunk
-  float label_smoothing = 0.f, z_loss = 0.f;
+  // dL/dz's coefficients: p_v's (1 - alpha; z-loss added per row), the target's
+  // ((1 - alpha)(1 - eps)) and the uniform smoothing term's ((1 - alpha) eps / L).
+  float prob_weight = 1.f, target_weight = 1.f, uniform = 0.f, z_loss = 0.f;
+  CeKlBackward kl;  // kl.weight 0: no KL term
 };
 
 // ---- preparation ---------------------------------------------------------------------------
@@ -93,19 +100,38 @@ struct CeClassifyParams {
   const int* kept = nullptr;
   const int* targets = nullptr;
   const float* lse = nullptr;
-  const u16* tile_max = nullptr;  // linear_ce_fwd's, bf16; nullptr: every tile hot
+  const u16* tile_max = nullptr;  // the forward's, bf16; nullptr: every tile hot
   unsigned char* tile_class = nullptr;
   int n_kept = 0;
-  float log_threshold = 0.f;  // log(threshold)
+  int tile_max_parts = kTileMaxParts;  // parts per (tile, row): linear_ce_fwd 2, _fwd_kl 1
+  float log_threshold = 0.f;           // log(threshold)
+  int ce_probs = 1;                    // p enters the gradient (alpha < 1 or a z-loss)
+  // KL term (teacher_tile_max nullptr: none): q from the student's max, pt from the teacher's.
+  const u16* teacher_tile_max = nullptr;  // [num_tiles, n_kept]
+  const float* tempered_lse = nullptr;
+  const float* teacher_lse = nullptr;
+  float inv_temperature = 1.f;
 };
 
-// Max logit of vocabulary tile t for kept row k, target excluded (the forward's parts).
-__device__ __forceinline__ float tile_max_logit(const CeClassifyParams& q, int t, int k) {
+// Max of `parts` bf16 maxima of vocabulary tile t for kept row k (target excluded).
+__device__ __forceinline__ float tile_max_logit(const u16* tile_max, int parts, int n_kept, int t,
+                                                int k) {
   float m = neg_inf();
-#pragma unroll
-  for (int part = 0; part < kTileMaxParts; ++part)
-    m = fmaxf(m, to_float<false>(q.tile_max[((long long)t * kTileMaxParts + part) * q.n_kept + k]));
+  for (int part = 0; part < parts; ++part)
+    m = fmaxf(m, to_float<false>(tile_max[((long long)t * parts + part) * n_kept + k]));
   return m;
+}
+
+// Whether some probability of kept row k in tile t that enters the gradient can reach the
+// threshold (exp is monotone and T > 0, so the tile's max logits bound them all).
+__device__ __forceinline__ bool tile_is_hot(const CeClassifyParams& q, int t, int k, float lse,
+                                            float tempered_lse, float teacher_lse) {
+  float zmax = tile_max_logit(q.tile_max, q.tile_max_parts, q.n_kept, t, k);
+  if (q.ce_probs && zmax - lse >= q.log_threshold) return true;
+  if (!q.teacher_tile_max) return false;
+  float tmax = tile_max_logit(q.teacher_tile_max, 1, q.n_kept, t, k);
+  return zmax * q.inv_temperature - tempered_lse >= q.log_threshold ||
+         tmax * q.inv_temperature - teacher_lse >= q.log_threshold;
 }
 
 // Grid (row tiles, ceil(num_tiles / 64)), 128 threads: one thread per row of the row tile.
@@ -113,10 +139,12 @@ __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
   int rt = blockIdx.x, k = rt * kTileRows + threadIdx.x;
   bool ok = k < q.n_kept;
   float lse = ok ? q.lse[k] : 0.f;
+  float tempered = ok && q.teacher_tile_max ? q.tempered_lse[k] : 0.f;
+  float teacher = ok && q.teacher_tile_max ? q.teacher_lse[k] : 0.f;
   int ttile = ok ? id_tile(q.layout, q.targets[q.kept[k]]) : -1;
   int t0 = blockIdx.y * 64, t1 = min(q.layout.num_tiles, t0 + 64);
   for (int t = t0; t < t1; ++t) {
-    bool hot = q.tile_max == nullptr || (ok && tile_max_logit(q, t, k) - lse >= q.log_threshold);
+    bool hot = q.tile_max == nullptr || (ok && tile_is_hot(q, t, k, lse, tempered, teacher));
     int any_hot = __syncthreads_or(hot);
     int any_tgt = __syncthreads_or(ttile == t);
     if (threadIdx.x == 0)
@@ -186,14 +214,23 @@ __device__ __forceinline__ void linear_ce_sum_parts(const float* partial, int pa
 
 constexpr int kStageStride = kTileIds + 8;  // padded staging rows: conflict-free fragment stores
 
-template <class Prog, class Args>
+// G's entry at (kept row k, id) from the raw logit x, z = logit_mod(x) and (KL) the teacher's
+// modded logit tz.
+template <class Prog, class Args, bool kKl>
 __device__ __forceinline__ float grad_entry(const Args& args, const CeBwdParams& p, float x,
-                                            float z, int k, int orig, bool is_target, int id) {
+                                            float z, float tz, int k, int orig, bool is_target,
+                                            int id) {
   float lse = p.lse[k];
   float pr = fast_exp2((z - lse) * kLog2e);
-  float eps = p.label_smoothing;
-  float gd = pr * (1.f + 2.f * p.z_loss * lse) - (is_target ? 1.f - eps : 0.f);
-  if (!(Prog::kLogitIsIdentity && p.weight_colsum)) gd -= eps / (float)p.layout.live_ids;
+  float gd = pr * (p.prob_weight + 2.f * p.z_loss * lse) - (is_target ? p.target_weight : 0.f);
+  if (!(Prog::kLogitIsIdentity && p.weight_colsum)) gd -= p.uniform;
+  if (kKl) {
+    const CeKlBackward& K = p.kl;
+    const float inv_t = K.teacher.inv_temperature;
+    float q = fast_exp2((z * inv_t - K.tempered_lse[k]) * kLog2e);
+    float pt = fast_exp2((tz * inv_t - K.teacher_lse[k]) * kLog2e);
+    gd += K.weight * (q - pt);
+  }
   float lg = Prog::kLogitIsIdentity ? 1.f : Prog::logit_grad(args, x, orig, id);
   return p.row_grad[k] * gd * lg;
 }
@@ -209,29 +246,50 @@ __device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16*
   }
 }
 
-// Grid (row tiles, chunk tiles); CeGradCta::kThreads threads (launch bounds: two CTAs per SM).
-template <class Prog, class Args, bool kF16>
+// Grid (row tiles, chunk tiles); CeGradCta::kThreads threads (launch bounds: two CTAs per SM;
+// one with kKl, whose second GEMM recomputes the teacher's tile: ks = max(ceil(D / 64),
+// ceil(D_t / 64)) K steps each, as in linear_ce_fwd_kl).
+template <class Prog, class Args, bool kF16, bool kKl = false>
 __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdParams& p) {
   extern __shared__ __align__(128) u16 smem[];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
+  const CeTeacher& T = p.kl.teacher;
   const int rt = blockIdx.x, ct = blockIdx.y, tile = p.chunk_first + ct;
   if (!(p.tile_class[(long long)rt * L.num_tiles + tile] & kTileHot)) return;
   const int row0 = rt * kTileRows;
-  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  const int s = tile_segment(L, tile);
+  const CeSegment& S = L.seg[s];
   const int lbase = (tile - S.first_tile) * kTileIds;
   u16* stage = smem;
 
-  const int ksteps = (R.dim + CeGradCta::kK - 1) / CeGradCta::kK;
+  const int ksteps = kKl ? (max(R.dim, T.dim) + CeGradCta::kK - 1) / CeGradCta::kK
+                         : (R.dim + CeGradCta::kK - 1) / CeGradCta::kK;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    int k0 = step * CeGradCta::kK;
+    const bool of_teacher = kKl && step >= ksteps;
+    const int k0 = (step - (of_teacher ? ksteps : 0)) * CeGradCta::kK;
+    const u16* hidden = of_teacher ? T.hidden : R.hidden;
+    const long long stride = of_teacher ? T.hidden_stride : R.hidden_stride;
+    const int dim = of_teacher ? T.dim : R.dim;
     load_kmajor<kTileRows, CeGradCta::kThreads>(
-        a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
-                          R.dim - k0});
-    load_kmajor<kTileIds, CeGradCta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
+        a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0});
+    load_kmajor<kTileIds, CeGradCta::kThreads>(
+        b_tile, weight_rows(of_teacher ? T.layout.seg[s] : S, lbase, k0, dim - k0));
   };
-  CeGradCta::Acc acc;  // one tile: the accumulators stay as they are at the end
-  gemm_loop<CeGradCta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
+  CeGradCta::Acc acc, teacher;  // the student's logits; with kKl, the teacher's
+  if (kKl) {
+    CeGradCta::Acc student;
+    auto keep = [&](int half, CeGradCta::Acc& a) {  // two copies: no dynamically indexed array
+      if (half)
+        copy_acc(a, teacher);
+      else
+        copy_acc(a, student);
+    };
+    gemm_loop<CeGradCta, kF16, true, true>(smem, 2 * ksteps, ksteps, load, keep, acc);
+    copy_acc(student, acc);
+  } else {  // one tile: the accumulators stay as they are at the end
+    gemm_loop<CeGradCta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
+  }
 
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
@@ -253,7 +311,14 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
             float x = acc[mi][ni][h * 2 + e];
             if (S.bias) x += to_float<kF16>(S.bias[row]);
             float z = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
-            g2[e] = grad_entry<Prog>(args, p, x, z, k, orig, id == tgt, id);
+            float tz = 0.f;
+            if (kKl) {
+              const CeSegment& TS = T.layout.seg[s];
+              float xt = teacher[mi][ni][h * 2 + e];
+              if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
+              tz = Prog::kLogitIsIdentity ? xt : Prog::logit_mod(args, xt, orig, id);
+            }
+            g2[e] = grad_entry<Prog, Args, kKl>(args, p, x, z, tz, k, orig, id == tgt, id);
           }
         }
         *reinterpret_cast<u32*>(stage + r * kStageStride + col) = pack2<kF16>(g2[0], g2[1]);
@@ -265,14 +330,15 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
 
 // Grid (ceil(n_kept / 256)), 256 threads: per kept row, its target's slot and the fp32 entry of
 // G there, for the sparse target correction (used where the target's tile is not hot).
-template <class Prog, class Args>
+template <class Prog, class Args, bool kKl = false>
 __device__ __forceinline__ void linear_ce_target_grad(const Args& args, const CeBwdParams& p) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= p.rows.n_kept) return;
   const int orig = p.rows.kept[k], id = p.rows.targets[orig];
   p.target_slot[k] = id_slot(p.layout, id);
-  p.target_grad[k] =
-      grad_entry<Prog>(args, p, p.target_raw[k], p.target_logit[k], k, orig, true, id);
+  const float tz = kKl ? p.kl.teacher_target_logit[k] : 0.f;
+  p.target_grad[k] = grad_entry<Prog, Args, kKl>(args, p, p.target_raw[k], p.target_logit[k], tz,
+                                                 k, orig, true, id);
 }
 
 // ---- target corrections ----------------------------------------------------------------------
@@ -390,7 +456,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
   gemm_loop<CeProductCta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                              acc);
 
-  const float smooth = p.label_smoothing / (float)L.live_ids;
+  const float smooth = p.uniform;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
@@ -453,7 +519,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
   gemm_loop<CeProductCta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                               acc);
 
-  const float smooth = p.weight_colsum ? -p.label_smoothing / (float)L.live_ids : 0.f;
+  const float smooth = p.weight_colsum ? -p.uniform : 0.f;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
@@ -494,7 +560,7 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
     const u16* g = p.grad + (long long)list[i] * kTileRows * p.grad_stride + c;
     for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * p.grad_stride]);
   }
-  if (p.weight_colsum) acc -= p.label_smoothing / (float)L.live_ids * p.grad_sum[0];
+  if (p.weight_colsum) acc -= p.uniform * p.grad_sum[0];
   if (p.target_grad) acc += target_bias_correction(p, tile * kTileIds + c % kTileIds);
   S.d_bias[seg_row(S, pos)] = acc;
 }
@@ -536,7 +602,7 @@ __global__ void __launch_bounds__(CeGradCta::kThreads, 2)
 template <class Prog, class Args>
 __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,
                                              const __grid_constant__ CeBwdParams p) {
-  linear_ce_target_grad<Prog>(args, p);
+  linear_ce_target_grad<Prog, Args>(args, p);
 }
 template <bool kF16>
 __global__ void __launch_bounds__(CeProductCta::kThreads, 1)

@@ -78,6 +78,53 @@ struct CeRows {
   int dim = 0;  // multiple of 8 (16-byte copies)
 };
 
+// The teacher of a KL term, as the kernels see it: the student's tiling (same segments, same
+// vocabulary order, same tiles) with the teacher's weights and biases, and the teacher's hidden
+// states compacted to the kept rows like CeRows::hidden. Its dim may differ from the student's.
+struct CeTeacher {
+  CeLayout layout;
+  const u16* hidden = nullptr;  // [n_kept, dim], row stride hidden_stride
+  long long hidden_stride = 0;
+  int dim = 0;
+  float inv_temperature = 1.f;  // 1 / T
+};
+
+// The forward's KL outputs (linear_ce_kl.cuh). Partials per (split, kept row) like CeFwdParams':
+// the tempered student softmax(z / T), the teacher's softmax(t / T), and
+// cross = sum_v exp(t_v / T - teacher_max) (t_v / T - z_v / T), rescaled with teacher_max.
+struct CeKlForward {
+  CeTeacher teacher;
+  float* tempered_max = nullptr;          // [splits, n_kept]
+  float* tempered_sum = nullptr;          // [splits, n_kept]
+  float* teacher_max = nullptr;           // [splits, n_kept]
+  float* teacher_sum = nullptr;           // [splits, n_kept]
+  float* cross = nullptr;                 // [splits, n_kept]
+  float* teacher_target_logit = nullptr;  // [n_kept] t at the target
+  u16* teacher_tile_max = nullptr;        // [num_tiles, n_kept] bf16 rounded up, or nullptr
+};
+
+// The merge's KL inputs and outputs (cross nullptr: no KL term).
+struct CeKlMerge {
+  const float* tempered_max = nullptr;
+  const float* tempered_sum = nullptr;
+  const float* teacher_max = nullptr;
+  const float* teacher_sum = nullptr;
+  const float* cross = nullptr;
+  float* tempered_lse = nullptr;  // [n_kept] log sum exp(z / T)
+  float* teacher_lse = nullptr;   // [n_kept] log sum exp(t / T)
+  float alpha = 0.f, temperature = 1.f;
+};
+
+// What the backward needs of a KL term: G gains alpha T (q_v - pt_v), q = softmax(z / T),
+// pt = softmax(t / T).
+struct CeKlBackward {
+  CeTeacher teacher;
+  const float* tempered_lse = nullptr;
+  const float* teacher_lse = nullptr;
+  const float* teacher_target_logit = nullptr;
+  float weight = 0.f;  // alpha * T; 0: no KL term
+};
+
 __device__ __forceinline__ int tile_segment(const CeLayout& L, int tile) {
   int s = 0;
 #pragma unroll

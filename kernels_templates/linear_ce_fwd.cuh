@@ -28,6 +28,7 @@ struct CeFwdParams {
   float* target_raw = nullptr;    // [n_kept] x (before logit_mod) at the target
   u16* tile_max = nullptr;        // [num_tiles, kTileMaxParts, n_kept] bf16 (rounded up) or nullptr
   int tiles_per_split = 1;
+  CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 
 // Rows per thread in the accumulator layout: thread-local row r is m16 tile r/2, half r%2.
@@ -167,6 +168,7 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
 }
 
 struct CeMergeParams {
+  CeKlMerge kl;  // the KL term's partials and results (kl.cross nullptr: no KL term)
   const float* part_max = nullptr;
   const float* part_sum = nullptr;
   const float* part_zsum = nullptr;  // nullptr: no smoothing
@@ -179,6 +181,29 @@ struct CeMergeParams {
   float label_smoothing = 0.f, z_loss = 0.f;
 };
 
+// log sum exp over the splits' partials (max, sum of exp(x - max)) of kept row k, in split order.
+// `scaled` (when given) is summed in the same order, rescaled like the sums to the overall max,
+// which *max_out receives.
+__device__ __forceinline__ float merge_splits(const float* part_max, const float* part_sum,
+                                              const float* scaled, int splits, int n_kept, int k,
+                                              float* scaled_total = nullptr,
+                                              float* max_out = nullptr) {
+  float mx = neg_inf();
+  for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, part_max[(long long)sp * n_kept + k]);
+  float sum = 0.f, extra = 0.f;
+  for (int sp = 0; sp < splits; ++sp) {
+    long long o = (long long)sp * n_kept + k;
+    float pm = part_max[o];
+    if (pm == neg_inf()) continue;
+    float w = expf(pm - mx);
+    sum += part_sum[o] * w;
+    if (scaled) extra += scaled[o] * w;
+  }
+  if (scaled_total) *scaled_total = extra;
+  if (max_out) *max_out = mx;
+  return mx + logf(sum);
+}
+
 // One thread per original row; split partials combined in split order.
 __device__ __forceinline__ void linear_ce_merge(const CeMergeParams& q) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -188,20 +213,25 @@ __device__ __forceinline__ void linear_ce_merge(const CeMergeParams& q) {
     if (q.loss_rows) q.loss_rows[i] = 0.f;
     return;
   }
-  float mx = neg_inf();
-  for (int sp = 0; sp < q.splits; ++sp) mx = fmaxf(mx, q.part_max[(long long)sp * q.n_kept + k]);
-  float sum = 0.f, zsum = 0.f;
-  for (int sp = 0; sp < q.splits; ++sp) {
-    long long o = (long long)sp * q.n_kept + k;
-    float pm = q.part_max[o];
-    if (pm != neg_inf()) sum += q.part_sum[o] * expf(pm - mx);
-    if (q.part_zsum) zsum += q.part_zsum[o];
-  }
-  float lse = mx + logf(sum);
+  float lse = merge_splits(q.part_max, q.part_sum, nullptr, q.splits, q.n_kept, k, nullptr);
+  float zsum = 0.f;
+  if (q.part_zsum)
+    for (int sp = 0; sp < q.splits; ++sp) zsum += q.part_zsum[(long long)sp * q.n_kept + k];
   float eps = q.label_smoothing;
-  float ce = lse - q.target_logit[k];
-  float loss = (1.f - eps) * ce + q.z_loss * lse * lse;
-  if (q.part_zsum) loss += eps * (lse - zsum / (float)q.live_ids);
+  float ce = (1.f - eps) * (lse - q.target_logit[k]);
+  if (q.part_zsum) ce += eps * (lse - zsum / (float)q.live_ids);
+  const CeKlMerge& K = q.kl;
+  float loss = (1.f - K.alpha) * ce + q.z_loss * lse * lse;
+  if (K.cross) {  // alpha T^2 KL(pt || q) = alpha T^2 (sum_v pt_v (t_v - z_v) / T - teacher + tempered)
+    float cross, teacher_max;
+    float tempered = merge_splits(K.tempered_max, K.tempered_sum, nullptr, q.splits, q.n_kept, k);
+    float teacher = merge_splits(K.teacher_max, K.teacher_sum, K.cross, q.splits, q.n_kept, k,
+                                 &cross, &teacher_max);
+    K.tempered_lse[k] = tempered;
+    K.teacher_lse[k] = teacher;
+    float kl = cross * expf(teacher_max - teacher) - teacher + tempered;
+    loss += K.alpha * K.temperature * K.temperature * kl;
+  }
   q.lse[k] = lse;
   q.row_loss[k] = loss;
   if (q.loss_rows) q.loss_rows[i] = loss;

@@ -153,6 +153,10 @@ struct LinearCeState {
   bool analytic_smoothing = false;
   CeLayout layout;     // with the vocabulary order the forward visited, if any
   ForwardOrder order;  // that order and the state that handed it out (LinearCeOrder.h)
+  // KL term: the teacher's weights and the kernels' view of it (the student's tiling and order,
+  // the teacher's kept rows once gathered).
+  std::vector<SegmentBinding> teacher_segments;
+  CeTeacher teacher;
   LinearCeWorkspace ws;
   DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
   DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
@@ -169,10 +173,20 @@ struct LinearCeState {
 };
 
 void check_linear_ce_supported(const LossProgram& prog) {
-  TILEJIT_USER_CHECK(!prog.kl, "program {}: KL term not supported on the GPU path yet", prog.name);
   TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
                      "program {}: the GPU path supports at most {} vocabulary segments, got {}",
                      prog.name, kMaxSegments, prog.segments.size());
+  if (!prog.kl || prog.kl->teacher_segments.empty()) return;
+  // The kernels tile the teacher's vocabulary exactly like the student's.
+  const std::vector<Segment>& t = prog.kl->teacher_segments;
+  bool same = t.size() == prog.segments.size();
+  for (size_t i = 0; same && i < t.size(); ++i)
+    same = t[i].begin == prog.segments[i].begin && t[i].end == prog.segments[i].end;
+  TILEJIT_USER_CHECK(same,
+                     "program {}: on the GPU the teacher's segments must start and end where the "
+                     "student's do (one teacher segment per student segment); the CPU executor "
+                     "takes any teacher layout over the same ids",
+                     prog.name);
 }
 
 std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype) {
@@ -205,9 +219,15 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 // Reads the first bad target back and explains it.
 [[noreturn]] static void bad_target(const LossProgram& prog, const TensorView& targets,
                                     Driver* driver, int32_t row) {
-  int32_t value = 0;
-  driver->memcpy_dtoh(&value, targets.device_ptr() + row * targets.strides[0] * sizeof(int32_t),
-                      sizeof value);
+  int64_t value = 0;
+  const size_t bytes = targets.dtype == DType::I64 ? sizeof(int64_t) : sizeof(int32_t);
+  if (bytes == sizeof(int64_t)) {
+    driver->memcpy_dtoh(&value, targets.device_ptr() + row * targets.strides[0] * bytes, bytes);
+  } else {
+    int32_t v32 = 0;
+    driver->memcpy_dtoh(&v32, targets.device_ptr() + row * targets.strides[0] * bytes, bytes);
+    value = v32;
+  }
   std::string ranges;
   for (const Segment& s : prog.segments)
     ranges += fmt::format("{}[{}, {})", ranges.empty() ? "" : ", ", s.begin, s.end);
@@ -235,6 +255,11 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   check_options(prog, options);
   auto st = std::make_shared<LinearCeState>();
   st->segments = bind_segments(prog, hidden, bind);
+  std::optional<TensorView> teacher_hidden;
+  if (prog.kl) {
+    teacher_hidden = named(*teacher.hidden, "E_teacher");
+    st->teacher_segments = bind_teacher(prog, hidden, *teacher_hidden, bind, st->segments);
+  }
   Bindings captures = captured_only(prog, bind);
   check_bindings(prog.name, prog.buffers, prog.params, captures);
   st->dtype = hidden.dtype;
@@ -243,10 +268,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
 
   Driver* driver = require_gpu();
   for (const TensorView* t : {&hidden, &targets}) check_resident(driver, *t);
-  for (const SegmentBinding& s : st->segments) {
-    check_resident(driver, s.weight);
-    if (s.bias) check_resident(driver, *s.bias);
-  }
+  for (const auto* layout : {&st->segments, &st->teacher_segments})
+    for (const SegmentBinding& s : *layout) {
+      check_resident(driver, s.weight);
+      if (s.bias) check_resident(driver, *s.bias);
+    }
+  if (teacher_hidden) check_resident(driver, *teacher_hidden);
   for (const auto* out : {&outputs.loss, &outputs.row_loss, &outputs.lse})
     if (*out) check_resident(driver, **out);
   st->kernels = prepare(prog, elem_of(hidden.dtype), device_arch(0));
@@ -256,15 +283,25 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   st->analytic_smoothing = P.label_smoothing > 0 && K.lowered.logit_is_identity;
   st->args = pack_args(K.layout, captures);
   st->layout = device_layout(P, st->segments);
+  if (P.kl) {
+    st->teacher.layout = device_layout(P, st->teacher_segments);
+    st->teacher.dim = static_cast<int32_t>(teacher_hidden->shape[1]);
+    st->teacher.inv_temperature = static_cast<float>(1.0 / P.kl->temperature);
+  }
   const int32_t n = static_cast<int32_t>(st->n_rows), dim = static_cast<int32_t>(st->dim);
 
   // Targets: narrowed and checked, rows compacted; one read-back gives the verdict and n_kept.
   st->rows = DeviceBuffer((3 * size_t(std::max(n, 1)) + 2) * sizeof(int32_t));
   int32_t* status = st->status();
   if (n > 0) {
-    run(K.function(LossModule::Rows, "linear_ce_check_targets_i32"), {1}, {1024}, 0, stream,
-        static_cast<const int32_t*>(targets.data), static_cast<long long>(targets.strides[0]), n,
-        static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
+    if (targets.dtype == DType::I64)
+      run(K.function(LossModule::Rows, "linear_ce_check_targets_i64"), {1}, {1024}, 0, stream,
+          static_cast<const long long*>(targets.data), static_cast<long long>(targets.strides[0]),
+          n, static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
+    else
+      run(K.function(LossModule::Rows, "linear_ce_check_targets_i32"), {1}, {1024}, 0, stream,
+          static_cast<const int32_t*>(targets.data), static_cast<long long>(targets.strides[0]),
+          n, static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
     run(K.function(LossModule::Rows, "linear_ce_compact_rows"), {1}, {1024}, 0, stream,
         static_cast<const int32_t*>(st->targets32()), n, int32_t{kIgnoredTarget}, st->kept(),
         st->slot(), status);
@@ -291,6 +328,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     });
     if (!st->order.filter) st->threshold = 0;
     st->layout = with_order(st->layout, st->order.tables.get());
+    if (P.kl) st->teacher.layout = with_order(st->teacher.layout, st->order.tables.get());
   }
 
   LinearCeShape shape;
@@ -303,6 +341,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   shape.filtering = st->threshold > 0;
   shape.smoothing = P.label_smoothing > 0;
   shape.analytic_smoothing = st->analytic_smoothing;
+  shape.kl = P.kl.has_value();
+  shape.teacher_dim = st->teacher.dim;
   try {
     st->ws = plan_linear_ce(shape);
   } catch (const std::invalid_argument& e) {
@@ -337,6 +377,16 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       0, stream, static_cast<const void*>(hidden.data), static_cast<long long>(hidden.strides[0]),
       static_cast<const int32_t*>(st->kept()), dim, hidden_kept);
 
+  if (P.kl) {  // the teacher's kept rows, like E's
+    void* teacher_kept = st->fwd<void>(ws.teacher_hidden_kept);
+    run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)},
+        {128}, 0, stream, static_cast<const void*>(teacher_hidden->data),
+        static_cast<long long>(teacher_hidden->strides[0]),
+        static_cast<const int32_t*>(st->kept()), st->teacher.dim, teacher_kept);
+    st->teacher.hidden = teacher_kept;
+    st->teacher.hidden_stride = st->teacher.dim;
+  }
+
   CeFwdParams p;
   p.layout = st->layout;
   p.rows = {hidden_kept, dim, st->kept(), st->targets32(), n_kept, dim};
@@ -347,10 +397,25 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   p.target_raw = st->fwd<float>(ws.target_raw);
   p.tile_max = st->fwd<uint16_t>(ws.tile_max);
   p.tiles_per_split = ws.tiles_per_split;
+  float* kl_parts = st->fwd<float>(ws.kl_parts);
+  const int64_t part = int64_t(ws.splits) * n_kept;
+  if (P.kl) {
+    p.kl.teacher = st->teacher;
+    p.kl.tempered_max = kl_parts;
+    p.kl.tempered_sum = kl_parts + part;
+    p.kl.teacher_max = kl_parts + 2 * part;
+    p.kl.teacher_sum = kl_parts + 3 * part;
+    p.kl.cross = kl_parts + 4 * part;
+    p.kl.teacher_target_logit = st->fwd<float>(ws.teacher_target_logit);
+    p.kl.teacher_tile_max = st->fwd<uint16_t>(ws.teacher_tile_max);
+  }
   void* fwd_params[] = {st->args.data(), &p};
-  launch(K.function(LossModule::Forward, "linear_ce_fwd", kCeFwdSmemBytes),
+  const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
+  const int fwd_smem = P.kl ? kCeKlFwdSmemBytes : kCeFwdSmemBytes;
+  launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
-         {kCeFwdThreads}, kCeFwdSmemBytes, stream, fwd_params);
+         {static_cast<unsigned>(P.kl ? kCeKlFwdThreads : kCeFwdThreads)}, fwd_smem, stream,
+         fwd_params);
 
   CeMergeParams q;
   q.part_max = p.part_max;
@@ -367,6 +432,17 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   q.live_ids = st->layout.live_ids;
   q.label_smoothing = static_cast<float>(P.label_smoothing);
   q.z_loss = static_cast<float>(P.z_loss);
+  if (P.kl) {
+    q.kl.tempered_max = p.kl.tempered_max;
+    q.kl.tempered_sum = p.kl.tempered_sum;
+    q.kl.teacher_max = p.kl.teacher_max;
+    q.kl.teacher_sum = p.kl.teacher_sum;
+    q.kl.cross = p.kl.cross;
+    q.kl.tempered_lse = st->fwd<float>(ws.tempered_lse);
+    q.kl.teacher_lse = st->fwd<float>(ws.teacher_lse);
+    q.kl.alpha = static_cast<float>(P.kl->alpha);
+    q.kl.temperature = static_cast<float>(P.kl->temperature);
+  }
   run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, 256)}, {256}, 0, stream, q);
   run(K.function(LossModule::Rows, "linear_ce_scatter_rows"), {blocks(n, 256)}, {256}, 0, stream,
       static_cast<const int32_t*>(st->slot()), static_cast<const float*>(q.lse), n, lse);
@@ -475,6 +551,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
   c.n_kept = n_kept;
   c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
+  const double alpha = P.kl ? P.kl->alpha : 0.0;
+  c.ce_probs = alpha < 1 || P.z_loss > 0;
+  c.tile_max_parts = P.kl ? 1 : 2;
+  if (P.kl) {
+    c.tempered_lse = st.fwd<float>(ws.tempered_lse);
+    c.teacher_lse = st.fwd<float>(ws.teacher_lse);
+    c.inv_temperature = st.teacher.inv_temperature;
+  }
   const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
   p.tile_class = c.tile_class;
   p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
@@ -485,6 +569,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
     c.layout = visit;
     c.tile_max = tile_max;
+    c.teacher_tile_max = P.kl && tile_max ? st.fwd<uint16_t>(ws.teacher_tile_max) : nullptr;
     run(K.function(LossModule::Rows, "linear_ce_classify"),
         {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
     run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
@@ -512,6 +597,16 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   const bool some_skipped = c.tile_max != nullptr;
   p.layout = layout;
+  if (P.kl) {
+    p.kl.teacher = st.teacher;
+    p.kl.teacher.layout = g.vocab_ordered || !st.order.tables
+                              ? st.teacher.layout
+                              : with_order(st.teacher.layout, nullptr);
+    p.kl.tempered_lse = c.tempered_lse;
+    p.kl.teacher_lse = c.teacher_lse;
+    p.kl.teacher_target_logit = st.fwd<float>(ws.teacher_target_logit);
+    p.kl.weight = static_cast<float>(P.kl->alpha * P.kl->temperature);
+  }
   p.lse = c.lse;
   p.target_logit = st.fwd<float>(ws.target_logit);
   p.target_raw = st.fwd<float>(ws.target_raw);
@@ -521,7 +616,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.d_hidden = d_hidden;
   p.d_hidden_stride = dh_stride;
   p.num_row_tiles = row_tiles;
-  p.label_smoothing = static_cast<float>(P.label_smoothing);
+  const double eps = P.label_smoothing;
+  p.prob_weight = static_cast<float>(1 - alpha);
+  p.target_weight = static_cast<float>((1 - alpha) * (1 - eps));
+  p.uniform = static_cast<float>((1 - alpha) * eps / static_cast<double>(layout.live_ids));
   p.z_loss = static_cast<float>(P.z_loss);
 
   if (st.analytic_smoothing) {  // sum_v C_v, sum_r g_r E_r, sum_r g_r
@@ -562,10 +660,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     p.target_grad = static_cast<float*>(bwd(ws.target_grad));
     p.target_slot = static_cast<int32_t*>(bwd(ws.target_slot));
     void* target_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
-    launch(K.function(LossModule::Gradient, "linear_ce_target_grad"), {blocks(n_kept, 256)}, {256},
-           0, stream, target_params);
+    launch(K.function(LossModule::Gradient,
+                      P.kl ? "linear_ce_target_grad_kl" : "linear_ce_target_grad"),
+           {blocks(n_kept, 256)}, {256}, 0, stream, target_params);
   }
-  CUfunction grad = K.function(LossModule::Gradient, "linear_ce_grad", kCeGradSmemBytes);
+  CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
+                               kCeGradSmemBytes);
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", kCeProductSmemBytes);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", kCeProductSmemBytes);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");

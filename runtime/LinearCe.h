@@ -16,8 +16,7 @@
 // launch):
 //   E        [N, D] bf16 or f16, D a multiple of 8, last dim contiguous, rows 16-byte aligned
 //   weight   [V_s, D], E's dtype, same layout rules;   bias [V_s], E's dtype, contiguous
-//   targets  [N] i32 global ids, any stride (i64 ids: a UserError on this path for now; the CPU
-//            executor takes them). ignore_index rows contribute nothing. A
+//   targets  [N] i32 or i64 global ids, any stride. ignore_index rows contribute nothing. A
 //            target that is neither ignore_index nor a live id (a dead id between segments, a
 //            negative id, one past the layout) is an error: the forward checks them on the
 //            device and reads the verdict back with the kept-row count (the forward synchronizes
@@ -68,10 +67,17 @@
 // E's dtype, as LinearCeTeacher::hidden (the last argument of the forward); the teacher layout's
 // weights and biases are bound by name in the same Bindings as the student's. Without a teacher
 // layout the teacher uses the student's weights (D_t = D). The teacher is frozen: it gets no
-// gradients. The CPU executor (runtime/cpu/CpuLinearCe.h) computes this term; on this path it is
-// a UserError for now, and so is a teacher given to a program without a `kl` term.
+// gradients. The kernels compute the teacher's logit tiles in the same sweep as the student's
+// (kernels_templates/linear_ce_kl.cuh: two GEMMs per tile through one pipeline, three online
+// softmax statistics per row), so nothing [N, V] exists for either; the backward recomputes both
+// tiles and filters a tile only when p, q = softmax(z / T) and the teacher's pt are all below the
+// threshold there (the forward records both tiles' max logits). The teacher's segments must start
+// and end where the student's do (UserError otherwise; the CPU executor takes any teacher layout
+// over the same ids). The forward keeps the teacher's kept rows for the backward. A teacher given
+// to a program without a `kl` term is a UserError, and so is a `kl` program without one.
 //
-// Not supported on this path (UserError): a KL term, more than 4 segments, i64 targets.
+// Not supported on this path (UserError): more than 4 segments, a teacher layout cut elsewhere
+// than the student's.
 #pragma once
 
 #include <cuda.h>
@@ -182,7 +188,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
 std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorView& hidden,
                                           const Bindings& bind);
 
-// UserError unless the GPU path supports `prog` (no KL term, at most 4 segments).
+// UserError unless the GPU path supports `prog` (at most 4 segments; a teacher layout, if any,
+// cut where the student's is).
 void check_linear_ce_supported(const LossProgram& prog);
 
 // Every kernel module `prog` needs for operands of `dtype` (bf16 or f16), as kernel-cache

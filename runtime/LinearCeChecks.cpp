@@ -56,6 +56,9 @@ Bindings captured_only(const LossProgram& prog, const Bindings& bind) {
   auto is_segment_name = [&](const std::string& n) {
     for (const Segment& s : prog.segments)
       if (n == s.weight || n == s.bias) return true;
+    if (prog.kl)
+      for (const Segment& s : prog.kl->teacher_segments)
+        if (n == s.weight || n == s.bias) return true;
     return false;
   };
   Bindings out;
@@ -89,10 +92,15 @@ void check_options(const LossProgram& prog, const LinearCeOptions& o) {
 }
 
 
-std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorView& hidden,
-                                          const Bindings& bind) {
+namespace {
+
+// The weights [V_s, dim] and biases of `segments` (the student's or the teacher's) from `bind`,
+// in `dtype`.
+std::vector<SegmentBinding> bind_layout(const LossProgram& prog,
+                                        const std::vector<Segment>& segments, DType dtype,
+                                        int64_t dim, const Bindings& bind) {
   std::vector<SegmentBinding> out;
-  for (const Segment& s : prog.segments) {
+  for (const Segment& s : segments) {
     for (const std::string* n : {&s.weight, &s.bias}) {
       if (n->empty()) continue;
       TILEJIT_USER_CHECK(!prog.find_buffer(*n) && !prog.find_param(*n),
@@ -107,11 +115,11 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
     }
     SegmentBinding b{*bind.find_buffer(s.weight), std::nullopt};
     b.weight.name = s.weight;
-    check_operand(b.weight, hidden.dtype, s.size(), hidden.shape[1], "V_" + s.name);
+    check_operand(b.weight, dtype, s.size(), dim, "V_" + s.name);
     if (!s.bias.empty()) {
       b.bias = *bind.find_buffer(s.bias);
       b.bias->name = s.bias;
-      b.bias->check_well_formed().check_rank(1).check_dtype(hidden.dtype);
+      b.bias->check_well_formed().check_rank(1).check_dtype(dtype);
       b.bias->check_where(TensorView::Where::Device).check_dim(0, s.size(), "V_" + s.name);
       TILEJIT_USER_CHECK(s.size() <= 1 || b.bias->strides[0] == 1, "'{}' must be contiguous ({})",
                          s.bias, b.bias->describe());
@@ -121,11 +129,43 @@ std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorV
   return out;
 }
 
+}  // namespace
+
+std::vector<SegmentBinding> bind_segments(const LossProgram& prog, const TensorView& hidden,
+                                          const Bindings& bind) {
+  return bind_layout(prog, prog.segments, hidden.dtype, hidden.shape[1], bind);
+}
+
+std::vector<SegmentBinding> bind_teacher(const LossProgram& prog, const TensorView& hidden,
+                                         const TensorView& teacher_hidden, const Bindings& bind,
+                                         const std::vector<SegmentBinding>& student) {
+  const int64_t n = hidden.shape[0];
+  teacher_hidden.check_well_formed().check_rank(2).check_dtype(hidden.dtype);
+  teacher_hidden.check_dim(0, n, "N");
+  const int64_t dt = teacher_hidden.shape[1];
+  TILEJIT_USER_CHECK(dt > 0 && dt % 8 == 0, "'{}': D_t = {} must be a positive multiple of 8 ({})",
+                     teacher_hidden.name, dt, teacher_hidden.describe());
+  check_operand(teacher_hidden, hidden.dtype, n, dt, "N");
+  if (prog.kl->teacher_segments.empty()) {
+    TILEJIT_USER_CHECK(dt == hidden.shape[1],
+                       "program {}: without a teacher layout the teacher uses the student's "
+                       "weights, so '{}' needs D = {} columns, not {} ({})",
+                       prog.name, teacher_hidden.name, hidden.shape[1], dt,
+                       teacher_hidden.describe());
+    return student;
+  }
+  return bind_layout(prog, prog.kl->teacher_segments, hidden.dtype, dt, bind);
+}
+
 void check_teacher(const LossProgram& prog, const LinearCeTeacher& teacher) {
   TILEJIT_USER_CHECK(prog.kl || !teacher.hidden,
                      "program {}: teacher hidden states '{}' are given but the program has no kl "
                      "term",
                      prog.name, teacher.hidden ? teacher.hidden->name : "");
+  TILEJIT_USER_CHECK(!prog.kl || teacher.hidden,
+                     "program {}: the kl term needs the teacher's hidden states "
+                     "(LinearCeTeacher::hidden, [N, D_t])",
+                     prog.name);
 }
 
 // Shape, dtype, layout and bindings checks of a forward call; nothing here needs a GPU.
@@ -140,12 +180,10 @@ void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
   TILEJIT_USER_CHECK(n <= std::numeric_limits<int32_t>::max(), "'{}': N = {} exceeds 2^31 - 1",
                      hidden.name, n);
   check_operand(hidden, hidden.dtype, n, d, "N");
-  TILEJIT_USER_CHECK(targets.dtype != DType::I64,
-                     "program {}: '{}' holds i64 ids; the GPU path takes i32 targets for now (the "
-                     "CPU executor takes both)",
-                     prog.name, targets.name);
-  targets.check_well_formed().check_rank(1).check_dtype(DType::I32);
-  targets.check_where(TensorView::Where::Device).check_dim(0, n, "N").check_alignment(4);
+  targets.check_well_formed().check_rank(1).check_dtype({DType::I32, DType::I64});
+  targets.check_where(TensorView::Where::Device)
+      .check_dim(0, n, "N")
+      .check_alignment(targets.dtype == DType::I64 ? 8 : 4);
   if (outputs.loss) check_f32_vector(*outputs.loss, -1);
   if (outputs.row_loss) check_f32_vector(*outputs.row_loss, n);
   if (outputs.lse) check_f32_vector(*outputs.lse, n);

@@ -24,9 +24,13 @@ void check_resident(Driver* driver, const TensorView& t);
 // The bindings of captured buffers and params only (segment tensors removed).
 Bindings captured_only(const LossProgram& prog, const Bindings& bind);
 void check_options(const LossProgram& prog, const LinearCeOptions& o);
-// A teacher given to a program without a `kl` term (KL programs are refused by
-// check_linear_ce_supported).
+// A teacher given to a program without a `kl` term, or none given to one with it.
 void check_teacher(const LossProgram& prog, const LinearCeTeacher& teacher);
+// The teacher's weights and biases (KL programs): its own layout's from `bind`, [V_s, D_t] in E's
+// dtype, or the student's (then D_t must be D); checks the teacher's hidden states [N, D_t].
+std::vector<SegmentBinding> bind_teacher(const LossProgram& prog, const TensorView& hidden,
+                                         const TensorView& teacher_hidden, const Bindings& bind,
+                                         const std::vector<SegmentBinding>& student);
 // Shape, dtype, layout and bindings checks of a forward call.
 void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
                           const TensorView& targets, const LinearCeOutputs& outputs);

@@ -36,15 +36,41 @@ struct CeRows {
   const int32_t* targets = nullptr;
   int32_t n_kept = 0, dim = 0;
 };
+struct CeTeacher {
+  CeLayout layout;
+  const void* hidden = nullptr;
+  long long hidden_stride = 0;
+  int32_t dim = 0;
+  float inv_temperature = 1;
+};
+struct CeKlForward {
+  CeTeacher teacher;
+  float *tempered_max = nullptr, *tempered_sum = nullptr, *teacher_max = nullptr,
+        *teacher_sum = nullptr, *cross = nullptr, *teacher_target_logit = nullptr;
+  uint16_t* teacher_tile_max = nullptr;
+};
+struct CeKlMerge {
+  const float *tempered_max = nullptr, *tempered_sum = nullptr, *teacher_max = nullptr,
+              *teacher_sum = nullptr, *cross = nullptr;
+  float *tempered_lse = nullptr, *teacher_lse = nullptr;
+  float alpha = 0, temperature = 1;
+};
+struct CeKlBackward {
+  CeTeacher teacher;
+  const float *tempered_lse = nullptr, *teacher_lse = nullptr, *teacher_target_logit = nullptr;
+  float weight = 0;
+};
 struct CeFwdParams {
   CeLayout layout;
   CeRows rows;
   float *part_max = nullptr, *part_sum = nullptr, *part_zsum = nullptr;
   float *target_logit = nullptr, *target_raw = nullptr;
-  uint16_t* tile_max = nullptr;  // bf16 [num_tiles, 2 column warps, n_kept]
+  uint16_t* tile_max = nullptr;  // bf16 [num_tiles, 2 column warps, n_kept] (KL: 1 part)
   int32_t tiles_per_split = 1;
+  CeKlForward kl;
 };
 struct CeMergeParams {
+  CeKlMerge kl;
   const float *part_max = nullptr, *part_sum = nullptr, *part_zsum = nullptr;
   const float* target_logit = nullptr;
   const int32_t* slot = nullptr;
@@ -58,8 +84,12 @@ struct CeClassifyParams {
   const float* lse = nullptr;
   const uint16_t* tile_max = nullptr;
   unsigned char* tile_class = nullptr;
-  int32_t n_kept = 0;
+  int32_t n_kept = 0, tile_max_parts = 2;
   float log_threshold = 0;
+  int32_t ce_probs = 1;
+  const uint16_t* teacher_tile_max = nullptr;
+  const float *tempered_lse = nullptr, *teacher_lse = nullptr;
+  float inv_temperature = 1;
 };
 struct CeBwdParams {
   CeLayout layout;
@@ -76,7 +106,8 @@ struct CeBwdParams {
   long long d_hidden_stride = 0;
   const float *weight_colsum = nullptr, *hidden_wsum = nullptr, *grad_sum = nullptr;
   int32_t num_row_tiles = 0, chunk_first = 0, chunk_tiles = 0, first_chunk = 1;
-  float label_smoothing = 0, z_loss = 0;
+  float prob_weight = 1, target_weight = 1, uniform = 0, z_loss = 0;
+  CeKlBackward kl;
 };
 static_assert(sizeof(CeLayout) == kCeLayoutBytes);
 static_assert(sizeof(CeFwdParams) == kCeFwdParamsBytes);

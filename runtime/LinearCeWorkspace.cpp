@@ -36,6 +36,8 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     throw std::invalid_argument("linear CE: 1 to 4 vocabulary segments");
   if (s.dim <= 0 || s.dim % 8 != 0)
     throw std::invalid_argument("linear CE: dim must be a positive multiple of 8");
+  if (s.kl && (s.teacher_dim <= 0 || s.teacher_dim % 8 != 0))
+    throw std::invalid_argument("linear CE: the teacher's dim must be a positive multiple of 8");
   LinearCeWorkspace ws;
   int64_t live = 0;
   for (int64_t v : s.segment_sizes) {
@@ -45,7 +47,8 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
   }
   const int64_t nk = std::max<int64_t>(s.n_kept, 1);
   ws.row_tiles = int(ceil_div(nk, LinearCeWorkspace::kTileRows));
-  ws.fwd_row_tiles = int(ceil_div(nk, LinearCeWorkspace::kFwdRows));
+  ws.fwd_row_tiles = int(
+      ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));
   choose_splits(ws, s);
 
   int64_t tile_col_bytes = int64_t(ws.row_tiles) * 128 * 128 * 2;
@@ -74,9 +77,18 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
   take(ws.target_raw, 4 * nk);
   take(ws.lse, 4 * nk);
   take(ws.row_loss, 4 * nk);
-  // bf16 max logits per (tile, forward column warp, kept row): 2 x 2 bytes per (tile, row)
-  take(ws.tile_max, s.filtering ? 4 * int64_t(ws.num_tiles) * nk : 0);
+  // bf16 max logits per (tile, forward column warp, kept row): 2 x 2 bytes per (tile, row); the
+  // KL forward merges its column warps: 2 bytes
+  take(ws.tile_max, s.filtering ? (s.kl ? 2 : 4) * int64_t(ws.num_tiles) * nk : 0);
   take(ws.loss, 4);
+  if (s.kl) {
+    take(ws.teacher_hidden_kept, 2 * nk * s.teacher_dim);
+    take(ws.kl_parts, 4 * 5 * int64_t(ws.splits) * nk);
+    take(ws.tempered_lse, 4 * nk);
+    take(ws.teacher_lse, 4 * nk);
+    take(ws.teacher_target_logit, 4 * nk);
+    take(ws.teacher_tile_max, s.filtering ? 2 * int64_t(ws.num_tiles) * nk : 0);
+  }
   if (s.backward) {
     take(ws.row_grad, 4 * nk);
     take(ws.tile_class, int64_t(ws.row_tiles) * ws.num_tiles);

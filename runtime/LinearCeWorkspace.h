@@ -21,6 +21,8 @@ struct LinearCeShape {
   bool smoothing = false;                 // label smoothing: per-split sums of logits
   bool analytic_smoothing = false;        // identity logit_mod + smoothing: column-sum vectors
   bool backward = true;
+  bool kl = false;          // a KL term: the teacher's rows, statistics and tile maxima
+  int64_t teacher_dim = 0;  // D_t (KL)
 };
 
 // A sub-allocation of the workspace: byte offset and size.
@@ -29,9 +31,10 @@ struct WorkspaceSlice {
 };
 
 struct LinearCeWorkspace {
-  static constexpr int kTileRows = 128, kTileIds = 128, kMaxChunkTiles = 1024, kFwdRows = 256;
+  static constexpr int kTileRows = 128, kTileIds = 128, kMaxChunkTiles = 1024;
+  static constexpr int kFwdRows = 256, kKlFwdRows = 128;  // forward CTA rows without / with KL
   int row_tiles = 0, num_tiles = 0;     // gradient tiles: 128 rows x 128 ids
-  int fwd_row_tiles = 0;                // forward: 256 rows
+  int fwd_row_tiles = 0;                // forward: 256 rows (128 with a KL term)
   int splits = 1, tiles_per_split = 1;  // forward grid: fwd_row_tiles x splits
   int chunk_tiles = 0, num_chunks = 0;  // backward: vocabulary tiles per chunk
   int colsum_parts = 0;                 // analytic smoothing: row blocks of the weights
@@ -39,6 +42,11 @@ struct LinearCeWorkspace {
   // forward
   WorkspaceSlice kept, slot, count, hidden_kept, part_max, part_sum, part_zsum, target_logit,
       target_raw, lse, row_loss, tile_max, loss;
+  // forward, KL term: the teacher's kept rows, five [splits, n_kept] partials (tempered max and
+  // sum, teacher max and sum, cross), the two lse vectors, the teacher's target logits and tile
+  // maxima (one bf16 per tile and row, as the student's then are)
+  WorkspaceSlice teacher_hidden_kept, kl_parts, tempered_lse, teacher_lse, teacher_target_logit,
+      teacher_tile_max;
   // backward
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, grad,
       colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad, target_slot;

@@ -12,14 +12,20 @@ namespace tilejit {
 
 namespace {
 
-// One extern "C" entry point: `kernel` is the template's device function (namespace
-// tilejit_ce), called with the entry's parameters in order.
+// Which programs a program module's entry serves: a KL term takes other kernels.
+enum class Serves : uint8_t { All, WithoutKl, WithKl };
+
+// One extern "C" entry point: `kernel` names it and is the template's device function
+// (namespace tilejit_ce) unless `function` says otherwise; called with the entry's parameters in
+// order.
 struct CeEntry {
   LossModule module;
   std::string_view kernel;         // "linear_ce_fwd"
   std::string_view template_args;  // "<TjProgram, TjArgs, kF16>", "<kF16>" or ""
   std::string_view launch_bounds;  // "tilejit_ce::CeFwdCta::kThreads, 1" or ""
   std::string_view params;         // the entry's parameter list
+  Serves serves = Serves::All;
+  std::string_view function = {};  // the device function, when not `kernel`
 };
 
 // The templates' kernels. Launch bounds are the ones the templates were tuned with.
@@ -28,12 +34,26 @@ const std::vector<CeEntry>& entries() {
   static const std::vector<CeEntry> table = {
       {M::Forward, "linear_ce_fwd", "<TjProgram, TjArgs, kF16>",
        "tilejit_ce::CeFwdCta::kThreads, 1",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p"},
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
+       Serves::WithoutKl},
+      {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16>",
+       "tilejit_ce::CeKlFwdCta::kThreads, 1",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
+       Serves::WithKl},
       {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16>",
        "tilejit_ce::CeGradCta::kThreads, 2",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p"},
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
+       Serves::WithoutKl},
+      {M::Gradient, "linear_ce_grad_kl", "<TjProgram, TjArgs, kF16, true>",
+       "tilejit_ce::CeGradCta::kThreads, 1",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
+       Serves::WithKl, "linear_ce_grad"},
       {M::Gradient, "linear_ce_target_grad", "<TjProgram, TjArgs>", "256",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p"},
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
+       Serves::WithoutKl},
+      {M::Gradient, "linear_ce_target_grad_kl", "<TjProgram, TjArgs, true>", "256",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
+       Serves::WithKl, "linear_ce_target_grad"},
       {M::Products, "linear_ce_dhidden", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dweight", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
@@ -83,7 +103,7 @@ const std::vector<CeEntry>& entries() {
 // The headers a module includes (their own includes are found by the runtime).
 std::vector<std::string_view> module_headers(LossModule m) {
   switch (m) {
-    case LossModule::Forward: return {"common.cuh", "linear_ce_fwd.cuh"};
+    case LossModule::Forward: return {"common.cuh", "linear_ce_fwd.cuh", "linear_ce_kl.cuh"};
     case LossModule::Gradient: return {"common.cuh", "linear_ce_bwd.cuh"};
     case LossModule::Products: return {"linear_ce_bwd.cuh"};
     case LossModule::Rows:
@@ -110,7 +130,9 @@ std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule
 // The CTA shapes a module's entries launch with: (type, threads, dynamic shared memory).
 std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
   switch (m) {
-    case LossModule::Forward: return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes}};
+    case LossModule::Forward:
+      return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
+              {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
     case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
     case LossModule::Products: return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes}};
     case LossModule::Rows: return {};
@@ -136,6 +158,12 @@ std::string_view elem_suffix(ElemType elem) {
   TILEJIT_INTERNAL_CHECK(elem == ElemType::BF16 || elem == ElemType::F16,
                          "loss kernels take bf16 or f16 operands, not {}", elem_type_name(elem));
   return elem == ElemType::F16 ? "f16" : "bf16";
+}
+
+// Whether `e` belongs in `prog`'s module (non-program modules serve every program).
+bool serves(const CeEntry& e, const LossProgram& prog) {
+  if (e.serves == Serves::All || !loss_module_uses_program(e.module)) return true;
+  return (e.serves == Serves::WithKl) == prog.kl.has_value();
 }
 
 std::string entry_name(std::string_view kernel, LossModule m, ElemType elem,
@@ -204,7 +232,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 
   std::string first_entry;
   for (const CeEntry& e : entries())
-    if (e.module == module) {
+    if (e.module == module && serves(e, prog)) {
       first_entry = entry_name(e.kernel, module, elem, hash);
       break;
     }
@@ -228,12 +256,12 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
         type, bytes);
 
   for (const CeEntry& e : entries()) {
-    if (e.module != module) continue;
+    if (e.module != module || !serves(e, prog)) continue;
     std::string name = entry_name(e.kernel, module, elem, hash);
     std::string bounds = e.launch_bounds.empty()
                              ? std::string()
                              : fmt::format("__launch_bounds__({}) ", e.launch_bounds);
-    std::string_view body = e.kernel;
+    std::string_view body = e.function.empty() ? e.kernel : e.function;
     // The two target checks are one template over the target's integer type.
     if (body.starts_with("linear_ce_check_targets")) body = "linear_ce_check_targets";
     s += fmt::format(

@@ -7,6 +7,8 @@
 //
 //   Forward   linear_ce_fwd                          program + element type (bf16 / f16)
 //   Gradient  linear_ce_grad, linear_ce_target_grad  program + element type
+//             (a program with a KL term gets linear_ce_fwd_kl, linear_ce_grad_kl and
+//             linear_ce_target_grad_kl instead: the teacher's tiles recomputed alongside)
 //   Products  linear_ce_dhidden / dweight / dbias    element type
 //   Rows      target checks, row compaction, merge, reductions, tile classification, the
 //             vocabulary order's pre-pass, ...
@@ -56,12 +58,13 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
 inline constexpr size_t kCeLayoutBytes = 336;
-inline constexpr size_t kCeFwdParamsBytes = 432;
-inline constexpr size_t kCeMergeParamsBytes = 88;
-inline constexpr size_t kCeClassifyParamsBytes = 384;
-inline constexpr size_t kCeBwdParamsBytes = 544;
+inline constexpr size_t kCeFwdParamsBytes = 848;
+inline constexpr size_t kCeMergeParamsBytes = 152;
+inline constexpr size_t kCeClassifyParamsBytes = 424;
+inline constexpr size_t kCeBwdParamsBytes = 944;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
+inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
 

@@ -163,7 +163,7 @@ const Misuse kMisuses[] = {
     {"filter threshold NaN", [](Call& c) { c.options.filter_threshold = std::nanf(""); },
      "filter_threshold"},
     {"filter threshold 1", [](Call& c) { c.options.filter_threshold = 1.f; }, "filter_threshold"},
-    {"a KL term",
+    {"a KL term without the teacher's hidden states",
      [](Call& c) {
        c.prog = parse_loss(R"(
 loss distill {
@@ -172,12 +172,60 @@ loss distill {
   teacher segment vocab : [0, 1000) weight W_teacher
 })");
      },
-     "KL term not supported on the GPU path yet"},
+     "teacher's hidden states"},
+    {"a teacher layout cut elsewhere than the student's",
+     [](Call& c) {
+       c.prog = parse_loss(R"(
+loss distill {
+  segment vocab : [0, 1000) weight W_base
+  kl alpha = 0.5 temperature = 2
+  teacher segment lo : [0, 500) weight T_lo
+  teacher segment hi : [500, 1000) weight T_hi
+})");
+       c.teacher.hidden = device(DType::BF16, {kN, kD}, "E_teacher", 10);
+     },
+     "must start and end where the student's do"},
+    {"teacher hidden states of another width than the shared weights",
+     [](Call& c) {
+       c.prog = parse_loss(R"(
+loss distill {
+  segment vocab : [0, 1000) weight W_base
+  kl alpha = 0.5 temperature = 2
+})");
+       c.bind = Bindings{{"W_base", device(DType::BF16, {1000, kD}, "w0", 3)}};
+       c.teacher.hidden = device(DType::BF16, {kN, kD / 2}, "E_teacher", 10);
+     },
+     "E_teacher"},
+    {"teacher weight not bound",
+     [](Call& c) {
+       c.prog = parse_loss(R"(
+loss distill {
+  segment vocab : [0, 1000) weight W_base
+  kl alpha = 0.5 temperature = 2
+  teacher segment vocab : [0, 1000) weight W_teacher
+})");
+       c.bind = Bindings{{"W_base", device(DType::BF16, {1000, kD}, "w0", 3)}};
+       c.teacher.hidden = device(DType::BF16, {kN, kD}, "E_teacher", 10);
+     },
+     "W_teacher"},
+    {"teacher weight of the wrong width",
+     [](Call& c) {
+       c.prog = parse_loss(R"(
+loss distill {
+  segment vocab : [0, 1000) weight W_base
+  kl alpha = 0.5 temperature = 2
+  teacher segment vocab : [0, 1000) weight W_teacher
+})");
+       c.bind = Bindings{{"W_base", device(DType::BF16, {1000, kD}, "w0", 3)},
+                         {"W_teacher", device(DType::BF16, {1000, 2 * kD}, "wt", 12)}};
+       c.teacher.hidden = device(DType::BF16, {kN, kD}, "E_teacher", 10);
+     },
+     "W_teacher"},
     {"teacher without a KL term",
      [](Call& c) { c.teacher.hidden = device(DType::BF16, {kN, kD}, "E_teacher", 10); },
      "has no kl term"},
-    {"i64 targets", [](Call& c) { c.targets = device(DType::I64, {kN}, "targets64", 11); },
-     "i64"},
+    {"i64 targets of the wrong length",
+     [](Call& c) { c.targets = device(DType::I64, {kN + 1}, "targets64", 11); }, "targets64"},
     {"five segments",
      [](Call& c) {
        c.prog = parse_loss(R"(

@@ -16,6 +16,7 @@
 #include "compiler/Lower.h"
 #include "compiler/codegen/LossKernels.h"
 #include "dsl/TextForm.h"
+#include "runtime/LinearCe.h"
 #include "runtime/ProgramKernels.h"
 #include "tests/runtime/RuntimeTestSupport.h"
 
@@ -80,13 +81,34 @@ TEST(LinearCeCodegen, SoftcapHooksAreGenerated) {
   EXPECT_NE(fwd.cuda.source.find("float cap;"), std::string::npos);
 }
 
-TEST(LinearCeCompile, KlProgramIsRefusedClearly) {
-  ParsedProgram distill = load_program(example("distill"));
+// A KL program's own modules hold the KL kernels instead of the plain ones (the teacher's tiles
+// are recomputed alongside the student's); the shared modules are the same for every program.
+TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
+  LoweredLoss kl = lower(loss_of(load_program(example("distill"))));
+  LoweredLoss plain = lower(loss_of(load_program(example("llama3"))));
+  auto entries = [](const LoweredLoss& l, LossModule m) {
+    std::vector<std::string> names;
+    for (const auto& [kernel, entry] :
+         generate_loss_module(l.program, l.logit_grad, m, ElemType::BF16).entries)
+      names.push_back(kernel);
+    return names;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(entries(kl, LossModule::Forward), V{"linear_ce_fwd_kl"});
+  EXPECT_EQ(entries(plain, LossModule::Forward), V{"linear_ce_fwd"});
+  EXPECT_EQ(entries(kl, LossModule::Gradient), (V{"linear_ce_grad_kl", "linear_ce_target_grad_kl"}));
+  EXPECT_EQ(entries(plain, LossModule::Gradient), (V{"linear_ce_grad", "linear_ce_target_grad"}));
+  EXPECT_EQ(entries(kl, LossModule::Rows), entries(plain, LossModule::Rows));
+}
+
+TEST(LinearCeCompile, TeacherLayoutCutElsewhereIsRefusedClearly) {
+  LossProgram prog = loss_of(load_program(example("distill")));
+  prog.kl->teacher_segments = {{"lo", 0, 1000, "T_lo", ""}, {"hi", 1000, 248320, "T_hi", ""}};
   try {
-    program_kernels(distill);
-    FAIL() << "a KL program was accepted";
+    check_linear_ce_supported(prog);
+    FAIL() << "a teacher layout cut elsewhere than the student's was accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("KL term not supported on the GPU path yet"),
+    EXPECT_NE(std::string(e.what()).find("must start and end where the student's do"),
               std::string::npos)
         << e.what();
   }
@@ -111,10 +133,10 @@ TEST(LinearCeCompile, ExampleProgramsCompileForSm80AndSm90a) {
   KernelCache cache(options);
   std::vector<Job> jobs;
   for (const char* arch : {"sm_90a", "sm_80"})
-    for (const char* name : {"llama3", "gemma2_softcap", "two_segments"})
+    for (const char* name : {"llama3", "gemma2_softcap", "two_segments", "distill"})
       for (ProgramKernel& k : program_kernels(load_program(example(name))))
         jobs.push_back({name, arch, std::move(k)});
-  ASSERT_EQ(jobs.size(), 24u);  // 4 modules x 3 programs x 2 archs
+  ASSERT_EQ(jobs.size(), 32u);  // 4 modules x 4 programs x 2 archs
 
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -146,8 +168,8 @@ TEST(LinearCeCompile, ExampleProgramsCompileForSm80AndSm90a) {
   std::sort(lines.begin(), lines.end());
   for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   for (const std::string& f : failures) ADD_FAILURE() << f;
-  // Rows and products are shared by all three programs: 2 + 3 * 2 compiles per arch.
-  EXPECT_EQ(cache.stats().compiles, 16u);
+  // Rows and products are shared by all four programs: 2 + 4 * 2 compiles per arch.
+  EXPECT_EQ(cache.stats().compiles, 20u);
 }
 
 }  // namespace

@@ -68,6 +68,17 @@ struct Case {
   VocabOrdering ordering = VocabOrdering::Natural;
   std::shared_ptr<VocabOrder> order = nullptr;
   float bias_scale = 1;
+  // A KL term (the program's `kl` line and teacher segments come from kl_text): the teacher's
+  // hidden states [n, teacher_d] lean towards the target like E's; own_teacher: the teacher has
+  // its own weights (T<i>, biases tb<i> where the student's segment has one), else it uses the
+  // student's (teacher_d = d).
+  struct Kl {
+    double alpha = 0, temperature = 1;
+    bool own_teacher = false;
+    int64_t teacher_d = 0;
+  };
+  std::optional<Kl> kl = std::nullopt;
+  bool i64_targets = false;
 };
 
 std::string layout_text(const std::vector<SegSpec>& segs) {
@@ -76,6 +87,17 @@ std::string layout_text(const std::vector<SegSpec>& segs) {
     s += fmt::format("  segment s{} : [{}, {}) weight W{}{}\n", i, segs[i].begin,
                      segs[i].begin + segs[i].size, i,
                      segs[i].bias ? fmt::format(" bias b{}", i) : "");
+  return s;
+}
+
+// The `kl` line and, for a teacher with its own weights, its segments (cut like the student's).
+std::string kl_text(const Case::Kl& kl, const std::vector<SegSpec>& segs) {
+  std::string s = fmt::format("  kl alpha = {} temperature = {}\n", kl.alpha, kl.temperature);
+  if (!kl.own_teacher) return s;
+  for (size_t i = 0; i < segs.size(); ++i)
+    s += fmt::format("  teacher segment t{} : [{}, {}) weight T{}{}\n", i, segs[i].begin,
+                     segs[i].begin + segs[i].size, i,
+                     segs[i].bias ? fmt::format(" bias tb{}", i) : "");
   return s;
 }
 
@@ -121,6 +143,35 @@ class Problem {
       }
     }
     hidden_ = round(hidden_);
+    if (!c.kl) return;
+    // The teacher: its own weights ~ N(0, 1/D_t) (biases ~ N(0, 1)), or the student's; hidden
+    // states leaning towards the target's teacher row, so both distributions peak near it.
+    const int64_t dt = c.kl->own_teacher ? c.kl->teacher_d : c.d;
+    for (size_t i = 0; i < c.segments.size(); ++i) {
+      const SegSpec& s = c.segments[i];
+      if (c.kl->own_teacher) {
+        teacher_weights_.push_back(round(random(s.size * dt, 1.f / std::sqrt(float(dt)), rng)));
+        teacher_biases_.push_back(s.bias ? round(random(s.size, 1.f, rng)) : std::vector<float>());
+      } else {
+        teacher_weights_.push_back(weights_[i]);
+        teacher_biases_.push_back(biases_[i]);
+      }
+    }
+    teacher_hidden_.resize(c.n * dt);
+    for (int64_t r = 0; r < c.n; ++r) {
+      size_t seg = 0;
+      int64_t row = -1;
+      for (size_t i = 0; i < c.segments.size(); ++i)
+        if (targets_[r] >= c.segments[i].begin &&
+            targets_[r] < c.segments[i].begin + c.segments[i].size)
+          seg = i, row = targets_[r] - c.segments[i].begin;
+      for (int64_t k = 0; k < dt; ++k) {
+        float lean = c.peak > 0 && row >= 0 ? float(c.peak) * teacher_weights_[seg][row * dt + k]
+                                            : 0.f;
+        teacher_hidden_[r * dt + k] = lean + normal(rng);
+      }
+    }
+    teacher_hidden_ = round(teacher_hidden_);
   }
 
   // Uploads, runs forward and backward with poisoned caller outputs, and compares.
@@ -148,9 +199,28 @@ class Problem {
     }
     if (c.cap > 0) bind.param("cap", c.cap);
     TensorView E = upload16(hidden_, {c.n, c.d}, "E");
-    keep.push_back(DeviceBuffer::from_host(targets_));
-    TensorView targets = TensorView::contiguous(keep.back().data(), DType::I32, {c.n},
-                                                TensorView::Where::Device, "targets");
+    LinearCeTeacher teacher;
+    const int64_t dt = c.kl && c.kl->own_teacher ? c.kl->teacher_d : c.d;
+    if (c.kl) {
+      teacher.hidden = upload16(teacher_hidden_, {c.n, dt}, "E_teacher");
+      for (size_t i = 0; c.kl->own_teacher && i < c.segments.size(); ++i) {
+        bind.buffer(fmt::format("T{}", i),
+                    upload16(teacher_weights_[i], {c.segments[i].size, dt}, "T"));
+        if (c.segments[i].bias)
+          bind.buffer(fmt::format("tb{}", i),
+                      upload16(teacher_biases_[i], {c.segments[i].size}, "tb"));
+      }
+    }
+    TensorView targets;
+    if (c.i64_targets) {
+      keep.push_back(DeviceBuffer::from_host(std::vector<int64_t>(targets_.begin(), targets_.end())));
+      targets = TensorView::contiguous(keep.back().data(), DType::I64, {c.n},
+                                       TensorView::Where::Device, "targets");
+    } else {
+      keep.push_back(DeviceBuffer::from_host(targets_));
+      targets = TensorView::contiguous(keep.back().data(), DType::I32, {c.n},
+                                       TensorView::Where::Device, "targets");
+    }
     LinearCeOutputs outs{output(1, {1}, "loss"), output(c.n, {c.n}, "row_loss"),
                          output(c.n, {c.n}, "lse")};
     LinearCeOptions options;
@@ -158,7 +228,7 @@ class Problem {
     options.vocab_ordering = c.ordering;
     options.vocab_order = c.order;
     LinearCeForward fwd =
-        linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs);
+        linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs, teacher);
 
     const bool none = prog_.reduction == Reduction::None;
     std::vector<float> upstream(none ? c.n : 1, 1.f);
@@ -200,6 +270,17 @@ class Problem {
       ref.segments.push_back({c.segments[i].begin, c.segments[i].size, weights_[i].data(),
                               c.segments[i].bias ? biases_[i].data() : nullptr});
     ref.upstream = upstream.data();
+    if (c.kl) {
+      RefKl kl{.alpha = c.kl->alpha,
+               .temperature = c.kl->temperature,
+               .teacher_hidden = teacher_hidden_.data(),
+               .teacher_dim = dt};
+      for (size_t i = 0; c.kl->own_teacher && i < c.segments.size(); ++i)
+        kl.teacher_segments.push_back(
+            {c.segments[i].begin, c.segments[i].size, teacher_weights_[i].data(),
+             c.segments[i].bias ? teacher_biases_[i].data() : nullptr});
+      ref.kl = kl;
+    }
     RefLinearCeResult want = reference_linear_ce(ref);
 
     auto host = [](const TensorView& t) {
@@ -245,7 +326,9 @@ class Problem {
     surviving_ = g.surviving_fraction;
   }
 
-  // Every dropped gradient entry g[r, v] is below thr * w_r (w_r: row r's upstream weight), so
+  // Every dropped gradient entry g[r, v] is below thr * w_r (w_r: row r's upstream weight times
+  // the largest coefficient a probability below thr enters dL/dz with: |1 - alpha + 2 lambda lse|
+  // for p, plus alpha T for q and pt), so
   //   |dE[r, k] error| <= thr * w_r * sum_v |C[v, k]|,   |dC[v, k] error| <= thr * sum_r w_r |E[r, k]|,
   //   |dbias[v] error| <= thr * sum_r w_r,
   // plus the 16-bit staging's rounding (tol relative to the largest reference entry).
@@ -258,10 +341,12 @@ class Problem {
     int64_t kept = 0;
     for (int32_t t : targets_) kept += t != prog_.ignore_index;
     std::vector<double> w(c.n, 0);
+    const double alpha = c.kl ? c.kl->alpha : 0, kl_weight = c.kl ? alpha * c.kl->temperature : 0;
     for (int64_t r = 0; r < c.n; ++r)
       if (targets_[r] != prog_.ignore_index)
-        w[r] = none ? upstream[r]
-                    : upstream[0] / (prog_.reduction == Reduction::Mean ? double(kept) : 1.0);
+        w[r] = (none ? upstream[r]
+                     : upstream[0] / (prog_.reduction == Reduction::Mean ? double(kept) : 1.0)) *
+               (std::fabs(1 - alpha + 2 * prog_.z_loss * want.lse[r]) + 2 * kl_weight);
     std::vector<double> col_c(c.d, 0), col_e(c.d, 0);
     for (size_t s = 0; s < c.segments.size(); ++s)
       for (int64_t v = 0; v < c.segments[s].size; ++v)
@@ -325,8 +410,8 @@ class Problem {
 
   Case c_;
   LossProgram prog_;
-  std::vector<std::vector<float>> weights_, biases_;
-  std::vector<float> hidden_;
+  std::vector<std::vector<float>> weights_, biases_, teacher_weights_, teacher_biases_;
+  std::vector<float> hidden_, teacher_hidden_;
   std::vector<int32_t> targets_;
   std::vector<float> last_dh_;
   float last_threshold_ = -1;
@@ -572,6 +657,80 @@ TEST_F(LinearCeGpu, NoOrderWithoutFiltering) {
   p.check();
   EXPECT_FALSE(p.ordered_forward());
   EXPECT_EQ(p.surviving(), 1.0);
+}
+
+// ---- KL term and i64 targets -------------------------------------------------------------------
+
+// Distillation on the student's own weights: gapped layout with a bias, smoothing, z-loss, T 2.
+TEST_F(LinearCeGpu, KlSharedWeightsExact) {
+  Case c = gapped("kl_shared_exact", 0);
+  c.kl = Case::Kl{.alpha = 0.3, .temperature = 2};
+  c.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*c.kl, kGapped) +
+              "  label_smoothing = 0.1\n  z_loss = 0.0001\n}\n";
+  Problem(c).check();
+}
+
+// A teacher with its own weights, biases and width (D_t 136 vs D 72: K steps of both GEMMs padded
+// to the longer), soft-capped (logit_mod applies to the teacher too), filtered, sum reduction.
+TEST_F(LinearCeGpu, KlOwnTeacherSoftcapFiltered) {
+  std::vector<SegSpec> segs = {{0, 900, true}, {1000, 300, false}};
+  Case c{.name = "kl_own_teacher_softcap",
+         .program = "",
+         .segments = segs,
+         .n = 333,
+         .d = 72,
+         .peak = 30,
+         .cap = 30,
+         .threshold = -1,
+         .seed = 41,
+         .kl = Case::Kl{.alpha = 0.5, .temperature = 1.5, .own_teacher = true, .teacher_d = 136}};
+  c.program = "loss distill {\n  param cap : f32\n" + layout_text(segs) + kl_text(*c.kl, segs) +
+              "  logit = cap * tanh(logit / cap)\n  reduction = sum\n}\n";
+  Problem(c).check();
+}
+
+// Pure distillation (alpha 1: the CE probabilities leave the gradient), f16, none reduction,
+// vocabulary ordered by average logit (the teacher's tiles follow the student's order).
+TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
+  std::vector<SegSpec> segs = {{0, 4000, true}};
+  Case c = prior_case("kl_only_ordered_f16", VocabOrdering::AverageLogit);
+  c.dtype = DType::F16;
+  c.peak = 10;
+  c.kl = Case::Kl{.alpha = 1, .temperature = 1, .own_teacher = true, .teacher_d = 64};
+  c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) +
+              "  reduction = none\n}\n";
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  // Both distributions peak near the target and the prior: most tiles hold no probability, of
+  // the student's or the teacher's, above the threshold.
+  EXPECT_TRUE(p.ordered_backward()) << "surviving fraction " << p.surviving();
+  EXPECT_LT(p.surviving(), 0.5);
+}
+
+TEST_F(LinearCeGpu, KlDeterministic) {
+  Case c = gapped("kl_deterministic", -1);
+  c.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
+  c.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*c.kl, kGapped) + "}\n";
+  Problem p(c);
+  p.check();
+  std::vector<float> first = p.last_d_hidden();
+  p.check();
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+}
+
+TEST_F(LinearCeGpu, I64Targets) {
+  Case c = gapped("i64_targets", -1);
+  c.i64_targets = true;
+  Problem(c).check();
+  Problem dead(c);
+  dead.targets()[5] = 1100;  // between the two segments
+  try {
+    dead.check();
+    FAIL() << "a dead i64 target was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'targets'[5] = 1100"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

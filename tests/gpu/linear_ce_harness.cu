@@ -315,7 +315,8 @@ struct Runner {
     p.d_hidden = P.d_hidden;
     p.d_hidden_stride = P.dim;
     p.num_row_tiles = ws.row_tiles;
-    p.label_smoothing = o.label_smoothing;
+    p.target_weight = 1.f - o.label_smoothing;
+    p.uniform = o.label_smoothing / float(layout.live_ids);
     p.z_loss = o.z_loss;
     if (o.label_smoothing > 0 && Prog::kLogitIsIdentity) analytic_smoothing(p);
     if (tile_max) {  // some tiles may be skipped: targets there are sparse corrections

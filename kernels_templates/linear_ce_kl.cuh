@@ -1,0 +1,289 @@
+// Fused linear cross-entropy with a KL (distillation) term, forward: the student's and the
+// teacher's logit tiles in one sweep over the vocabulary, without materializing either [N, V].
+//
+// linear_ce_fwd_kl: grid (ceil(n_kept / 128), vocabulary splits), CeKlFwdCta threads. For every
+// vocabulary tile a CTA runs two GEMMs through one pipeline: first E[128 kept rows] . C[tile]^T
+// (the student), whose accumulators it keeps in registers, then E_t[rows] . C_t[tile]^T (the
+// teacher, same positions, same vocabulary order). Both use ks = max(ceil(D / 64), ceil(D_t / 64))
+// K steps so each half is one "tile" of gemm_loop (the shorter operand is zero-filled). The
+// epilogue of the pair keeps, per row, three online softmax statistics: of z (lse, as without a
+// KL term), of z / T (the tempered student) and of t / T (the teacher), the last with
+// cross = sum exp(t/T - max)(t/T - z/T); compiler/IR.h "Loss" has the formula. Optionally it
+// records both tiles' max logits per (tile, row) for the backward's filter, one bf16 each
+// (the four column warps merged through shared memory), target excluded.
+// linear_ce_merge (linear_ce_fwd.cuh) combines the splits, KL included.
+//
+// The backward's KL gradient entries are computed by linear_ce_grad<..., kKl = true>
+// (linear_ce_bwd.cuh), which recomputes both tiles the same way.
+#pragma once
+
+#include "linear_ce_fwd.cuh"
+
+namespace tilejit_ce {
+
+// 8 warps of 64 x 32: 64 accumulators per thread, plus the student tile kept while the teacher's
+// is computed (one CTA per SM).
+typedef CeCta<128, kTileIds, 3> CeKlFwdCta;
+constexpr int kKlFwdRows = CeKlFwdCta::kM;
+
+// K steps of one GEMM of a KL pair: both operands padded to the longer dim.
+__device__ __forceinline__ int kl_ksteps(int dim, int teacher_dim) {
+  return (max(dim, teacher_dim) + 63) / 64;
+}
+
+// The student's online softmax statistics of one row, at temperature 1 and T: the running max m
+// of z (m / T is z / T's, T > 0), the sums of exp(z - m) and of exp((z - m) / T).
+struct StudentStats {
+  float m, s, st;
+  __device__ __forceinline__ void reset() {
+    m = neg_inf();
+    s = st = 0.f;
+  }
+  template <int n>
+  __device__ __forceinline__ void add(const float (&z)[n], float inv_t) {
+    float mx = m;
+#pragma unroll
+    for (int j = 0; j < n; ++j) mx = fmaxf(mx, z[j]);
+    if (mx == neg_inf()) return;
+    const float d = (m - mx) * kLog2e, mx2 = mx * kLog2e;
+    float acc = 0.f, acc_t = 0.f;
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      const float x = fmaf(z[j], kLog2e, -mx2);  // log2e (z - m), -inf for an absent entry
+      acc += fast_exp2(x);
+      acc_t += fast_exp2(x * inv_t);
+    }
+    s = s * fast_exp2(d) + acc;
+    st = st * fast_exp2(d * inv_t) + acc_t;
+    m = mx;
+  }
+};
+
+// The teacher's: running max m of u = t / T, sum of exp(u - m), and cross = sum exp(u - m)(u - y)
+// with y = z / T.
+struct TeacherStats {
+  float m, s, cross;
+  __device__ __forceinline__ void reset() {
+    m = neg_inf();
+    s = cross = 0.f;
+  }
+  template <int n>
+  __device__ __forceinline__ void add(const float (&u)[n], const float (&z)[n], float inv_t) {
+    float mx = m;
+#pragma unroll
+    for (int j = 0; j < n; ++j) mx = fmaxf(mx, u[j]);
+    if (mx == neg_inf()) return;  // the teacher puts no mass here yet
+    const float scale = fast_exp2((m - mx) * kLog2e), mx2 = mx * kLog2e;
+    float acc = 0.f, c = 0.f;
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      const float w = fast_exp2(fmaf(u[j], kLog2e, -mx2));
+      acc += w;
+      if (w > 0.f) c += w * (u[j] - z[j] * inv_t);
+    }
+    s = s * scale + acc;
+    cross = cross * scale + c;
+    m = mx;
+  }
+};
+
+// Merges (m2, s2, c2) into (m, s, c), c rescaled like s.
+__device__ __forceinline__ void lse_merge_scaled(float& m, float& s, float& c, float m2, float s2,
+                                                 float c2) {
+  float mn = fmaxf(m, m2);
+  if (mn == neg_inf()) return;
+  float a = fast_exp2((m - mn) * kLog2e), b = fast_exp2((m2 - mn) * kLog2e);
+  s = s * a + s2 * b;
+  c = c * a + c2 * b;
+  m = mn;
+}
+
+// Launched with CeKlFwdCta::kThreads threads (launch bounds: one CTA per SM) and
+// CeKlFwdCta::kSmemBytes of dynamic shared memory. Tile maxima: tile_max[tile, n_kept] (one
+// part) and kl.teacher_tile_max likewise.
+template <class Prog, class Args, bool kF16>
+__device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdParams& p) {
+  typedef CeKlFwdCta Cta;
+  constexpr int kRows = 8;  // thread-local rows: m16 tile r / 2, half r % 2
+  constexpr int kCols = 2 * Cta::kNI;
+  extern __shared__ __align__(128) u16 smem[];
+  __shared__ float red[8][Cta::kWarpsN][Cta::kM];
+  __shared__ float tile_red[2][Cta::kWarpsN][Cta::kM];
+
+  const CeLayout& L = p.layout;
+  const CeTeacher& T = p.kl.teacher;
+  const CeRows& R = p.rows;
+  const int row0 = blockIdx.x * Cta::kM;
+  const int t_begin = blockIdx.y * p.tiles_per_split;
+  const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
+  const int ks = kl_ksteps(R.dim, T.dim);
+  const int lane = threadIdx.x & 31, wn = warp_n<Cta>();
+  const float inv_t = T.inv_temperature;
+  const bool smoothing = p.part_zsum != nullptr;
+
+  StudentStats student_row[kRows];
+  TeacherStats teacher_row[kRows];
+  float zs[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    student_row[r].reset();
+    teacher_row[r].reset();
+    zs[r] = 0.f;
+  }
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
+    const int s = tile_segment(L, tile);
+    const bool of_teacher = pair & 1;
+    const CeSegment& S = of_teacher ? T.layout.seg[s] : L.seg[s];
+    const int lbase = (tile - S.first_tile) * kTileIds;
+    const u16* hidden = of_teacher ? T.hidden : R.hidden;
+    const long long stride = of_teacher ? T.hidden_stride : R.hidden_stride;
+    const int dim = of_teacher ? T.dim : R.dim;
+    load_kmajor<Cta::kM, Cta::kThreads>(
+        a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0});
+    load_kmajor<kTileIds, Cta::kThreads>(b_tile, weight_rows(S, lbase, k0, dim - k0));
+  };
+
+  typename Cta::Acc student;  // the student's raw logits of the current tile
+  auto tile_done = [&](int half, typename Cta::Acc& acc) {
+    if ((half & 1) == 0) {
+      copy_acc(acc, student);
+      return;
+    }
+    const int tile = t_begin + (half >> 1), s = tile_segment(L, tile);
+    const CeSegment& S = L.seg[s];
+    const CeSegment& TS = T.layout.seg[s];
+    const int lbase = (tile - S.first_tile) * kTileIds;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int mi = r >> 1, h = r & 1, k = row0 + acc_row<Cta>(mi, h);
+      const bool row_ok = k < R.n_kept;
+      const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+      float z[kCols], u[kCols];
+      float zmax = neg_inf(), tmax = neg_inf();  // target excluded
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = ni * 2 + e, pos = lbase + acc_col<Cta>(ni) + e;
+          z[j] = u[j] = neg_inf();
+          if (row_ok && pos < S.size) {
+            const int row = seg_row(S, pos), id = S.begin + row;
+            float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
+            if (S.bias) x += to_float<kF16>(S.bias[row]);
+            if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
+            float zv = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
+            float tv = Prog::kLogitIsIdentity ? xt : Prog::logit_mod(args, xt, orig, id);
+            if (id == tgt) {
+              p.target_logit[k] = zv;
+              p.target_raw[k] = x;
+              p.kl.teacher_target_logit[k] = tv;
+            } else {
+              zmax = fmaxf(zmax, zv);
+              tmax = fmaxf(tmax, tv);
+            }
+            if (smoothing) zs[r] += zv;
+            z[j] = zv;
+            u[j] = tv * inv_t;
+          }
+        }
+      student_row[r].add(z, inv_t);
+      teacher_row[r].add(u, z, inv_t);
+      if (p.tile_max) {  // the warp's 32 columns: across the quad, then through shared memory
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+          zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, o));
+          tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+        }
+        if ((lane & 3) == 0) {
+          tile_red[0][wn][acc_row<Cta>(mi, h)] = zmax;
+          tile_red[1][wn][acc_row<Cta>(mi, h)] = tmax;
+        }
+      }
+    }
+    if (p.tile_max) {  // uniform: every thread reaches this barrier
+      __syncthreads();
+      if (threadIdx.x < Cta::kM && row0 + threadIdx.x < R.n_kept) {
+        float zm = tile_red[0][0][threadIdx.x], tm = tile_red[1][0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < Cta::kWarpsN; ++w) {
+          zm = fmaxf(zm, tile_red[0][w][threadIdx.x]);
+          tm = fmaxf(tm, tile_red[1][w][threadIdx.x]);
+        }
+        long long o = (long long)tile * R.n_kept + row0 + threadIdx.x;
+        p.tile_max[o] = bf16_bits_rounded_up(zm);
+        p.kl.teacher_tile_max[o] = bf16_bits_rounded_up(tm);
+      }
+      // The next writes to tile_red come after further barriers of the K loop.
+    }
+  };
+
+  typename Cta::Acc acc;
+  int steps = t_end > t_begin ? (t_end - t_begin) * 2 * ks : 0;
+  gemm_loop<Cta, kF16, true, true>(smem, steps, ks, load, tile_done, acc);
+
+  // Row partials: across the 4 lanes of a quad, then across the column warps in order.
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    StudentStats& S = student_row[r];
+    TeacherStats& Q = teacher_row[r];
+    // The tempered sum as its own statistic from here on: max m / T.
+    float tm = S.m * inv_t, ts = S.st;
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, S.m, o);
+      float s2 = __shfl_xor_sync(0xffffffffu, S.s, o);
+      lse_merge(S.m, S.s, m2, s2);
+      m2 = __shfl_xor_sync(0xffffffffu, tm, o);
+      s2 = __shfl_xor_sync(0xffffffffu, ts, o);
+      lse_merge(tm, ts, m2, s2);
+      m2 = __shfl_xor_sync(0xffffffffu, Q.m, o);
+      s2 = __shfl_xor_sync(0xffffffffu, Q.s, o);
+      float c2 = __shfl_xor_sync(0xffffffffu, Q.cross, o);
+      lse_merge_scaled(Q.m, Q.s, Q.cross, m2, s2, c2);
+      zs[r] += __shfl_xor_sync(0xffffffffu, zs[r], o);
+    }
+    if ((lane & 3) == 0) {
+      const int row = acc_row<Cta>(r >> 1, r & 1);
+      const float v[8] = {S.m, S.s, zs[r], tm, ts, Q.m, Q.s, Q.cross};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) red[i][wn][row] = v[i];
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < Cta::kM; r += blockDim.x) {
+    if (row0 + r >= R.n_kept) break;
+    float m = red[0][0][r], s = red[1][0][r], z = red[2][0][r];
+    float tm = red[3][0][r], ts = red[4][0][r], qm = red[5][0][r], qs = red[6][0][r];
+    float c = red[7][0][r];
+#pragma unroll
+    for (int w = 1; w < Cta::kWarpsN; ++w) {
+      lse_merge(m, s, red[0][w][r], red[1][w][r]);
+      z += red[2][w][r];
+      lse_merge(tm, ts, red[3][w][r], red[4][w][r]);
+      lse_merge_scaled(qm, qs, c, red[5][w][r], red[6][w][r], red[7][w][r]);
+    }
+    long long o = (long long)blockIdx.y * R.n_kept + row0 + r;
+    p.part_max[o] = m;
+    p.part_sum[o] = s;
+    if (p.part_zsum) p.part_zsum[o] = z;
+    p.kl.tempered_max[o] = tm;
+    p.kl.tempered_sum[o] = ts;
+    p.kl.teacher_max[o] = qm;
+    p.kl.teacher_sum[o] = qs;
+    p.kl.cross[o] = c;
+  }
+}
+
+#ifndef __CUDACC_RTC__
+// nvcc builds launch the kernels directly (see linear_ce_common.cuh).
+template <class Prog, class Args, bool kF16>
+__global__ void __launch_bounds__(CeKlFwdCta::kThreads, 1)
+    linear_ce_fwd_kl_kernel(const __grid_constant__ Args args,
+                            const __grid_constant__ CeFwdParams p) {
+  linear_ce_fwd_kl<Prog, Args, kF16>(args, p);
+}
+#endif
+
+}  // namespace tilejit_ce
