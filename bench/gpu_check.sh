@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One call on a GPU host: configure, build (LLVM off), run the GPU tests and the kernel
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
-#   bench/gpu_check.sh OUTDIR [tests] [sanitize] [soak] [bench] [attention] [ce] [peers] [cepeers]
-#   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), TILEJIT_GPU_BUILD (build dir)
+#   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
+#                             [cepeers]
+#   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), TILEJIT_GPU_BUILD (build dir),
+#        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
+#        ~4 min), COMPARE_ARGS (default "--quick --repeats 10")
 #   (default: tests attention ce)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +37,38 @@ if has tests; then
     note "demo: rc=$?"; tail -15 "$out/demo.log"
   else
     tail -30 "$out/build.log"
+  fi
+fi
+
+if has python; then
+  # The Python package's unittest suite with the interpreter CMake found (torch with CUDA), then
+  # bench/compare.py --quick, both on this build's libtilejit_c. Counts come from the per-test
+  # lines, so a run cut short by its timeout still reports what ran.
+  t0=$(date +%s)
+  py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$bdir/CMakeCache.txt" 2>/dev/null)
+  py=${py:-python3}
+  [ -f "$bdir/capi/libtilejit_c.so" ] ||
+    cmake --build $bdir -j "$jobs" --target tilejit_c >>"$out/build.log" 2>&1
+  lib="$(cd "$bdir" && pwd)/capi/libtilejit_c.so"
+  note "python: $("$py" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__,
+    "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
+  (cd python/tests && TILEJIT_LIBRARY="$lib" PYTHONDONTWRITEBYTECODE=1 \
+    timeout ${PY_TEST_TIMEOUT:-120} "$py" -m unittest discover -s . -p 'test_*.py' -v) \
+    >"$out/python_tests.log" 2>&1
+  rc=$?
+  count() { grep -cE "$1" "$out/python_tests.log"; }
+  # "name (module.Class.name) ... ok", the verdict on a line of its own after output on stderr
+  note "python tests: rc=$rc passed $(count '(^| \.\.\. )ok$') failed $(count '(^| \.\.\. )FAIL$')" \
+    "errors $(count '(^| \.\.\. )ERROR$') skipped $(count ' \.\.\. skipped') (CUDA tests skipped:" \
+    "$(count "skipped 'no CUDA")) $(grep -E '^(Ran|OK|FAILED)' "$out/python_tests.log" | tr '\n' ' ')"
+  grep -E '^(FAIL|ERROR): ' "$out/python_tests.log" | head -20 | tee -a "$summary"
+  timeout ${COMPARE_TIMEOUT:-120} "$py" bench/compare.py --lib "$lib" --out "$out/compare" \
+    ${COMPARE_ARGS:---quick --repeats 10} >"$out/compare.log" 2>&1
+  note "compare.py: rc=$? ($(( $(date +%s) - t0 ))s for the python step)"
+  if grep -qE '^(attention|fused linear)' "$out/compare.log"; then
+    sed -n '/^\(attention\|fused linear\)/,$p' "$out/compare.log" | tee -a "$summary"
+  else
+    tail -15 "$out/compare.log"
   fi
 fi
 
@@ -105,10 +140,41 @@ if has peers && [ -d .peers ]; then
   fi
   note "flex peers: rc=$?"; tail -40 "$out/flex_peers.log"
 fi
+# cebench: the fused linear CE through the public path (bench/linear_ce_gpu_bench), fresh kernel
+# cache; env CE_KINDS (data kinds, default zipf; also the peers' KINDS), CE_BENCH_ARGS (default
+# --iters 5), CE_BENCH_TIMEOUT. With cepeers too: bench/plot_ce.py draws $out/ce.png.
+ce_kinds=${CE_KINDS:-zipf}
+if has cebench && [ -x $bdir/bench/linear_ce_gpu_bench ]; then
+  rm -rf /tmp/tilejit-ce-bench-cache
+  TILEJIT_CACHE_DIR=/tmp/tilejit-ce-bench-cache timeout ${CE_BENCH_TIMEOUT:-300} \
+    $bdir/bench/linear_ce_gpu_bench --kinds "$ce_kinds" ${CE_BENCH_ARGS:---iters 5} \
+    >"$out/ce_bench.jsonl" 2>"$out/ce_bench.err"
+  note "ce bench: rc=$? $(wc -l <"$out/ce_bench.jsonl") rows"
+  tail -5 "$out/ce_bench.err"
+  python3 - "$out/ce_bench.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    head = f'{r["shape"]:18s} {r["data"]:6s} {r["mode"]:8s}'
+    if "error" in r:
+        print(f'{head} error: {r["error"][:90]}')
+        continue
+    kept = r["surviving_fraction"]
+    print(f'{head} fwd {r["fwd_ms"]:7.2f} ms  fwd+bwd {r["fwd_bwd_ms"]:7.2f} ms  extra '
+          f'{r["fwd_bwd_mem_mb"] / 1024:5.2f} GB (outputs {r["grad_outputs_mb"] / 1024:4.2f})  '
+          f'tiles {"n/a " if kept is None else f"{kept:.2f}"}  first {r["first_call_s"]:.1f} s')
+PY
+fi
 if has cepeers && [ -d .peers ]; then
-  RESULTS_DIR=$out PYTHONUNBUFFERED=1 KINDS=zipf timeout 400 python3 .peers/torch_ce_peers.py \
-    >"$out/ce_peers.log" 2>&1
+  rm -f "$out/torch_ce_peers.json"  # written at the end: present only when this run finished
+  RESULTS_DIR=$out PYTHONUNBUFFERED=1 KINDS=$ce_kinds timeout 400 \
+    python3 .peers/torch_ce_peers.py >"$out/ce_peers.log" 2>&1
   note "ce peers: rc=$?"; tail -20 "$out/ce_peers.log"
+fi
+if has cebench && has cepeers && [ -s "$out/ce_bench.jsonl" ] &&
+  [ -s "$out/torch_ce_peers.json" ]; then
+  python3 bench/plot_ce.py "$out/ce_bench.jsonl" "$out/torch_ce_peers.json" "$out/ce.png" \
+    --data "${ce_kinds%%,*}" 2>&1 | tee -a "$summary"
 fi
 echo "==== summary ===="
 cat "$summary"

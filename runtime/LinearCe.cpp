@@ -578,8 +578,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
         stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count);
   };
   classify(layout, st.threshold > 0 ? st.fwd<uint16_t>(ws.tile_max) : nullptr);
-  g.surviving_fraction = st.threshold > 0 ? -1 : 1;
-  if (st.order.tables) {  // keep the order only if it saves more than its gathers cost
+  g.surviving_fraction = 1;
+  if (st.threshold > 0) {  // keep filtering (and the order) only if it saves more than it costs
     std::vector<int32_t> visited_per_row_tile(row_tiles);
     driver->stream_synchronize(stream);
     driver->memcpy_dtoh(visited_per_row_tile.data(), reinterpret_cast<CUdeviceptr>(p.row_count),
@@ -589,8 +589,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     const int64_t total = int64_t(row_tiles) * num_tiles;
     g.surviving_fraction = surviving_fraction(visited, total);
     if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
-    g.vocab_ordered = keep_order_for_backward(visited, total);
-    if (!g.vocab_ordered) {  // every tile, natural order: exactly the unfiltered backward
+    const bool filter = filter_backward(visited, total);
+    g.vocab_ordered = st.order.tables && filter;
+    if (!filter) {  // every tile, natural order: exactly the unfiltered backward
       layout = with_order(layout, nullptr);
       classify(layout, nullptr);
     }

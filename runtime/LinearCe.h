@@ -53,15 +53,15 @@
 // a runtime/VocabOrder.h object the caller reuses across steps, rebuilt from that pre-pass every
 // k forwards or fixed by the caller. An order serves filtering only: with filtering off the
 // natural order is used. A forward that runs the pre-pass synchronizes `stream` once more.
-//   Never slower than no filtering. Under an order the backward reads the surviving fraction
-// back after classifying the tiles (one synchronization) and, when nearly every tile survives
-// (runtime/VocabOrderPlan.h), visits every tile in natural order instead: the unfiltered
-// backward, without gathered loads. The forward's share (tile maxima, pre-pass) can only be
-// avoided by knowing beforehand: a State whose order left nearly every tile alive pauses
-// filtering until its next rebuild, so those forwards and backwards are exactly the unfiltered
-// ones (LinearCeForward::filter_threshold 0) and only the rebuild steps look again. In natural
-// order skipping never costs the backward more than visiting, so nothing is read back there;
-// the forward's tile maxima remain (1–2% measured on data where every tile survives).
+//   Never slower than no filtering. A filtering backward reads the surviving fraction back after
+// classifying the tiles (one synchronization) and, when nearly every tile survives
+// (runtime/VocabOrderPlan.h), visits every tile in natural order instead: exactly the
+// unfiltered backward (no gathered loads, no sparse target corrections). The forward's share
+// (tile maxima, pre-pass) can only be avoided by knowing beforehand: a State whose order left
+// nearly every tile alive pauses filtering until its next rebuild, so those forwards and
+// backwards are exactly the unfiltered ones (LinearCeForward::filter_threshold 0) and only the
+// rebuild steps look again. In natural order the forward's tile maxima remain (about 1% measured
+// on data where every tile survives).
 //
 // Distillation. A program with a `kl` term also takes the teacher's hidden states, [N, D_t] in
 // E's dtype, as LinearCeTeacher::hidden (the last argument of the forward); the teacher layout's
@@ -163,8 +163,8 @@ struct LinearCeGradients {
   TensorView d_hidden;                            // f32 [N, D]; 0 on ignored rows
   std::vector<TensorView> d_weight;               // per segment
   std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
-  // Filtering as it ran: the fraction of tiles that survived (1 with filtering off; -1 when not
-  // read back, as in natural order), and whether they were visited in the forward's order.
+  // Filtering as it ran: the fraction of tiles that survived (1 with filtering off), and whether
+  // they were visited in the forward's order.
   double surviving_fraction = -1;
   bool vocab_ordered = false;
   // What the library allocated: outputs the caller did not give, and the backward's scratch

@@ -59,7 +59,7 @@ double surviving_fraction(int64_t visited_tiles, int64_t total_tiles) {
   return total_tiles > 0 ? double(visited_tiles) / double(total_tiles) : 1.0;
 }
 
-bool keep_order_for_backward(int64_t visited_tiles, int64_t total_tiles) {
+bool filter_backward(int64_t visited_tiles, int64_t total_tiles) {
   return surviving_fraction(visited_tiles, total_tiles) < kDenseBackwardSurvival;
 }
 

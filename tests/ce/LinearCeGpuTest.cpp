@@ -144,14 +144,17 @@ class Problem {
     }
     hidden_ = round(hidden_);
     if (!c.kl) return;
-    // The teacher: its own weights ~ N(0, 1/D_t) (biases ~ N(0, 1)), or the student's; hidden
-    // states leaning towards the target's teacher row, so both distributions peak near it.
+    // The teacher: its own weights ~ N(0, 1/D_t) and biases (the student's prior plus N(0, 1/4):
+    // both models learned the same id frequencies), or the student's; hidden states leaning
+    // towards the target's teacher row, so both distributions peak near it.
     const int64_t dt = c.kl->own_teacher ? c.kl->teacher_d : c.d;
     for (size_t i = 0; i < c.segments.size(); ++i) {
       const SegSpec& s = c.segments[i];
       if (c.kl->own_teacher) {
         teacher_weights_.push_back(round(random(s.size * dt, 1.f / std::sqrt(float(dt)), rng)));
-        teacher_biases_.push_back(s.bias ? round(random(s.size, 1.f, rng)) : std::vector<float>());
+        std::vector<float> b = s.bias ? random(s.size, 0.5f, rng) : std::vector<float>();
+        for (size_t v = 0; v < b.size(); ++v) b[v] += biases_[i][v];
+        teacher_biases_.push_back(round(b));
       } else {
         teacher_weights_.push_back(weights_[i]);
         teacher_biases_.push_back(biases_[i]);
@@ -607,6 +610,22 @@ TEST_F(LinearCeGpu, OrderedForwardOverEveryTileMatchesTheExactResult) {
   for (size_t i = 0; i < exact.last_d_hidden().size(); ++i)
     diff.add(ordered.last_d_hidden()[i], exact.last_d_hidden()[i]);
   EXPECT_LE(diff.value(), 1e-4) << "dE, ordered forward vs exact";
+}
+
+// In natural order too, a backward that finds nearly every tile alive visits them all exactly as
+// with filtering off: bit-identical gradients.
+TEST_F(LinearCeGpu, NaturalOrderFilterOverEveryTileIsTheExactBackward) {
+  Problem exact(flat_case("flat_natural_exact", 0, VocabOrdering::Natural));
+  exact.check();
+  Problem filtered(flat_case("flat_natural_filtered", -1, VocabOrdering::Natural));
+  filtered.check();
+  EXPECT_GT(filtered.last_threshold(), 0.f);
+  EXPECT_GE(filtered.surviving(), kDenseBackwardSurvival);
+  EXPECT_FALSE(filtered.ordered_backward());
+  ASSERT_EQ(exact.last_d_hidden().size(), filtered.last_d_hidden().size());
+  EXPECT_EQ(std::memcmp(exact.last_d_hidden().data(), filtered.last_d_hidden().data(),
+                        exact.last_d_hidden().size() * 4),
+            0);
 }
 
 TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {

@@ -98,11 +98,11 @@ TEST(VocabOrderPlan, InverseOrderInvertsAndRejectsNonPermutations) {
 TEST(VocabOrderPlan, BackwardKeepsTheOrderUnlessNearlyEveryTileSurvives) {
   EXPECT_DOUBLE_EQ(surviving_fraction(25, 100), 0.25);
   EXPECT_DOUBLE_EQ(surviving_fraction(0, 0), 1.0);
-  EXPECT_TRUE(keep_order_for_backward(0, 100));
-  EXPECT_TRUE(keep_order_for_backward(94, 100));
-  EXPECT_FALSE(keep_order_for_backward(95, 100));
-  EXPECT_FALSE(keep_order_for_backward(100, 100));
-  EXPECT_FALSE(keep_order_for_backward(0, 0));
+  EXPECT_TRUE(filter_backward(0, 100));
+  EXPECT_TRUE(filter_backward(94, 100));
+  EXPECT_FALSE(filter_backward(95, 100));
+  EXPECT_FALSE(filter_backward(100, 100));
+  EXPECT_FALSE(filter_backward(0, 0));
 }
 
 // ---- the reusable state --------------------------------------------------------------------

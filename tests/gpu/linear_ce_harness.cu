@@ -294,14 +294,15 @@ struct Runner {
     classify(p, paused ? natural_layout() : layout, tile_max);
     surviving = o.threshold > 0 && !paused ? -1 : 1;
     kept_order = o.order != Order::Natural && !paused;
-    if (o.order == Order::ByAverageLogit && tile_max) {  // runtime/LinearCe.cpp's choice
+    if (tile_max) {  // runtime/LinearCe.cpp's choice
       std::vector<int> visited = to_host(p.row_count, ws.row_tiles);
       int64_t v = 0;
       for (int c : visited) v += c;
       const int64_t total = int64_t(ws.row_tiles) * layout.num_tiles;
       surviving = tilejit::surviving_fraction(v, total);
-      kept_order = tilejit::keep_order_for_backward(v, total);
-      if (!kept_order) {
+      const bool filter = tilejit::filter_backward(v, total);
+      kept_order = o.order != Order::Natural && filter;
+      if (!filter) {
         tile_max = nullptr;
         classify(p, natural_layout(), nullptr);
       }

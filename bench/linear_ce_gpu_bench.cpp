@@ -1,0 +1,570 @@
+// Fused linear cross-entropy on the GPU through the library's public path (loss programs in
+// text form, runtime/LinearCe.h), on the loss targets of shared PERF.md and the data kinds of the
+// peers' generator (bench/ce_bench_data.h), so the JSON lines it prints sit next to the peers'
+// rows in torch_ce_peers.json (same shape names, `data`, `fwd_ms`, `fwd_bwd_ms`, `*_mem_mb`).
+//
+//   linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes gemma2_2b,...]
+//                       [--modes exact,filtered,state] [--iters N] [--refresh-every K]
+//                       > ce_bench.jsonl          (progress on stderr; no GPU: a message, exit 0)
+//
+// Modes: exact (filter_threshold 0); filtered (the dtype's default threshold, natural vocabulary
+// order); state (default threshold, one VocabOrder::by_average_logit(K) reused over every step of
+// the row: its median is the steady state, its mean amortizes the rebuilds).
+// A row per shape x data kind x mode: the shape (N, D, V live ids, segments, softcap, kl_alpha,
+// ignored_fraction, seed); fwd_ms, fwd_bwd_ms (median of `iters` steps after 2 warm-up steps,
+// CUDA events around each call), fwd_ms_mean, fwd_bwd_ms_mean, fwd_tflops (2·N·D·V per GEMM),
+// first_call_s (kernel compile or cache load); fwd_mem_mb, fwd_bwd_mem_mb (peak device memory
+// above the inputs, measured: mem_method says how; the caller's f32 gradient outputs included, as
+// the peers count their gradients), fwd_saved_mb (what the forward keeps for backward),
+// grad_outputs_mb; filter_threshold (as the forward ran), filter_threshold_requested (-1: the
+// default), vocab_ordered, surviving_fraction (null where the library does not read it back, as
+// in natural order); loss, nan_outputs (outputs are NaN-poisoned first),
+// d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics of
+// the VocabOrder. A row that failed (a KL term before the GPU path has one) has "error" instead.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/ce_bench_data.h"
+#include "bench/device_memory_probe.h"
+#include "bench/json_line.h"
+#include "dsl/TextForm.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/LinearCe.h"
+#include "runtime/VocabOrder.h"
+
+namespace tilejit::bench {
+namespace {
+
+// A row of PERF.md "Loss targets"; names follow the peers' script where it has the shape.
+struct CeShape {
+  std::string name;
+  int64_t rows = 8192, dim = 0;
+  std::vector<std::pair<int64_t, int64_t>> segments;  // (first global id, size)
+  float softcap = 0;                                  // 0: none
+  double ignored = 0.1;
+  double kl_alpha = 0;  // 0: no KL term; else (1 - alpha) CE + alpha KL(teacher || student)
+};
+
+std::vector<CeShape> perf_shapes() {
+  return {
+      {.name = "gemma2_2b", .dim = 2304, .segments = {{0, 256000}}, .softcap = 30},
+      {.name = "llama3_8b", .dim = 4096, .segments = {{0, 128256}}},
+      {.name = "qwen_248k", .dim = 5120, .segments = {{0, 248320}}},
+      {.name = "mistral_7b", .dim = 4096, .segments = {{0, 32000}}},
+      {.name = "two_segments",
+       .dim = 2048,
+       .segments = {{0, 151936}, {152066, 1024}},
+       .ignored = 0.5},
+      {.name = "one_segment_152960", .dim = 2048, .segments = {{0, 152960}}, .ignored = 0.5},
+      {.name = "ce_kl_248k",
+       .rows = 24576,
+       .dim = 5120,
+       .segments = {{0, 248320}},
+       .kl_alpha = 0.15},
+  };
+}
+
+constexpr uint64_t kDataSeed = 17;  // every problem is drawn from this seed
+
+std::string weight_name(size_t s) { return fmt::format("W{}", s); }
+
+// The program in text form: one segment per weight, soft-capping, a KL term whose teacher uses
+// the student's weights (no teacher layout: "teacher hidden through the same head").
+LossProgram shape_program(const CeShape& shape) {
+  std::string text = fmt::format("loss {} {{\n", shape.name);
+  if (shape.softcap > 0) text += "  param cap : f32\n";
+  for (size_t s = 0; s < shape.segments.size(); ++s) {
+    auto [first, size] = shape.segments[s];
+    text +=
+        fmt::format("  segment s{} : [{}, {}) weight {}\n", s, first, first + size, weight_name(s));
+  }
+  if (shape.softcap > 0) text += "  logit = cap * tanh(logit / cap)\n";
+  if (shape.kl_alpha > 0) text += fmt::format("  kl alpha = {} temperature = 1\n", shape.kl_alpha);
+  text += "  ignore_index = -100\n  reduction = mean\n}\n";
+  return parse_loss(text, shape.name + ".tj");
+}
+
+enum class Mode { Exact, Filtered, State };
+constexpr Mode kModes[] = {Mode::Exact, Mode::Filtered, Mode::State};
+std::string_view mode_name(Mode m) {
+  return m == Mode::Exact ? "exact" : m == Mode::Filtered ? "filtered" : "state";
+}
+
+struct Settings {
+  std::vector<std::string> shapes, kinds, modes;
+  int iters = 10;
+  int refresh_every = 8;
+  bool selected(const std::vector<std::string>& list, std::string_view name) const {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  }
+};
+
+struct DeviceTensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+
+DeviceTensor device_tensor(DType dtype, std::vector<int64_t> shape, std::string name,
+                           const void* host = nullptr) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  DeviceTensor t{DeviceBuffer(std::max<int64_t>(1, n) * dtype_size(dtype)), {}};
+  if (host) t.buffer.copy_from_host(host, n * dtype_size(dtype));
+  t.view = TensorView::contiguous(t.buffer.data(), dtype, std::move(shape),
+                                  TensorView::Where::Device, std::move(name));
+  return t;
+}
+
+// One shape's problem of one data kind on the device.
+struct CeProblem {
+  std::vector<DeviceTensor> weights;
+  DeviceTensor hidden, teacher, targets, grad_loss;
+  Bindings bind;
+  int64_t kept_rows = 0;
+};
+
+CeProblem upload_problem(const CeShape& shape, const CeHostData& data) {
+  CeProblem p;
+  for (size_t s = 0; s < data.weights.size(); ++s) {
+    p.weights.push_back(device_tensor(DType::BF16, {shape.segments[s].second, shape.dim},
+                                      weight_name(s), data.weights[s].data()));
+    p.bind.buffer(weight_name(s), p.weights.back().view);
+  }
+  if (shape.softcap > 0) p.bind.param("cap", shape.softcap);
+  p.hidden = device_tensor(DType::BF16, {shape.rows, shape.dim}, "E", data.hidden.data());
+  if (!data.teacher_hidden.empty())
+    p.teacher = device_tensor(DType::BF16, {shape.rows, shape.dim}, "E_teacher",
+                              data.teacher_hidden.data());
+  p.targets = device_tensor(DType::I32, {shape.rows}, "targets", data.targets.data());
+  const float one = 1.f;
+  p.grad_loss = device_tensor(DType::F32, {1}, "grad_loss", &one);
+  p.kept_rows = data.kept_rows;
+  return p;
+}
+
+// Gradient outputs the caller owns (a framework's allocator would give them), poisoned with NaN.
+struct GradOutputs {
+  std::vector<DeviceTensor> tensors;  // d_hidden, then d_weight per segment
+  LinearCeGradOutputs views;
+  int64_t bytes = 0;
+};
+
+GradOutputs grad_outputs(const CeShape& shape) {
+  GradOutputs g;
+  g.tensors.push_back(device_tensor(DType::F32, {shape.rows, shape.dim}, "d_E"));
+  for (size_t s = 0; s < shape.segments.size(); ++s)
+    g.tensors.push_back(
+        device_tensor(DType::F32, {shape.segments[s].second, shape.dim}, "d_" + weight_name(s)));
+  for (DeviceTensor& t : g.tensors) {
+    t.buffer.fill_bytes(0xFF);
+    g.bytes += int64_t(t.buffer.bytes());
+  }
+  g.views.d_hidden = g.tensors[0].view;
+  for (size_t s = 1; s < g.tensors.size(); ++s) g.views.d_weight.push_back(g.tensors[s].view);
+  return g;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Milliseconds of each of `reps` calls of `f` on the default stream: events around each call
+// (every loss call synchronizes the stream itself once, so calls never overlap).
+template <class F>
+std::vector<double> step_ms(F&& f, int reps) {
+  Driver& d = *Driver::get();
+  CUevent start = d.event_create(), stop = d.event_create();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    d.event_record(start, nullptr);
+    f();
+    d.event_record(stop, nullptr);
+    d.stream_synchronize(nullptr);
+    ms.push_back(d.event_elapsed_ms(start, stop));
+  }
+  d.event_destroy(start);
+  d.event_destroy(stop);
+  return ms;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
+std::vector<float> to_host_f32(const TensorView& v) {
+  std::vector<float> out(size_t(v.numel()));
+  Driver::get()->memcpy_dtoh(out.data(), v.device_ptr(), out.size() * sizeof(float));
+  return out;
+}
+
+// ||a - b|| / ||b||, or nullopt when sizes differ or b is empty.
+std::optional<double> relative_difference(const std::vector<float>& a,
+                                          const std::vector<float>& b) {
+  if (a.size() != b.size() || b.empty()) return std::nullopt;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double d = double(a[i]) - b[i];
+    num += d * d, den += double(b[i]) * b[i];
+  }
+  return den > 0 ? std::optional(std::sqrt(num / den)) : std::nullopt;
+}
+
+JsonLine row_head(const CeShape& shape, CeDataKind kind, Mode mode) {
+  JsonLine j;
+  int64_t live = 0;
+  for (const auto& s : shape.segments) live += s.second;
+  std::vector<int64_t> sizes;
+  for (const auto& s : shape.segments) sizes.push_back(s.second);
+  j.add("system", "tilejit").add("shape", shape.name).add("data", ce_data_kind_name(kind));
+  j.add("mode", mode_name(mode)).add("N", shape.rows).add("D", shape.dim).add("V", live);
+  j.add("segments", sizes)
+      .add("softcap", shape.softcap > 0 ? std::optional(double(shape.softcap)) : std::nullopt);
+  j.add("kl_alpha", shape.kl_alpha > 0 ? std::optional(shape.kl_alpha) : std::nullopt);
+  j.add("ignored_fraction", shape.ignored).add("seed", int64_t(kDataSeed));
+  return j;
+}
+
+LinearCeOptions mode_options(Mode mode, const Settings& settings) {
+  LinearCeOptions o;
+  if (mode == Mode::Exact) o.filter_threshold = 0;  // others: the dtype's default (< 0)
+  if (mode == Mode::State) {
+    o.vocab_ordering = VocabOrdering::State;
+    o.vocab_order = VocabOrder::by_average_logit(settings.refresh_every);
+  }
+  return o;
+}
+
+// One mode's calls on one problem: the same forward every step, the caller's gradient outputs.
+struct ModeCalls {
+  const LossProgram& prog;
+  CeProblem& p;
+  LinearCeOptions options;
+  LinearCeTeacher teacher;
+
+  LinearCeForward forward() const {
+    return linear_cross_entropy_forward(prog, p.hidden.view, p.bind, p.targets.view, options,
+                                        nullptr, {}, teacher);
+  }
+  LinearCeGradients backward(const LinearCeForward& f, const LinearCeGradOutputs& outs = {}) const {
+    return linear_cross_entropy_backward(f, p.grad_loss.view, nullptr, outs);
+  }
+};
+
+// Seconds of the first step (kernel compile or cache load, whichever the cache gives), after
+// which one more warm-up step runs.
+double warm_up(const ModeCalls& calls) {
+  double first_s = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    LinearCeForward f = calls.forward();
+    LinearCeGradients g = calls.backward(f);
+    Driver::get()->stream_synchronize(nullptr);
+    if (i == 0) first_s = seconds_since(t0);
+  }
+  return first_s;
+}
+
+struct MemoryAndValues {
+  double fwd_mb = 0, fwd_bwd_mb = 0, saved_mb = 0;  // above the inputs
+  float loss = 0;
+  std::vector<float> d_hidden;
+  bool non_finite = false;  // in the loss or dE (the outputs were NaN-poisoned)
+};
+
+// One step with the memory probe running: everything above the inputs, the gradient outputs
+// (allocated after the forward, as an autograd engine would) included.
+MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
+                                  const DeviceMemoryProbe& probe) {
+  Driver& d = *Driver::get();
+  constexpr double kMiB = 1 << 20;
+  const double free0 = double(probe.free_bytes());
+  LinearCeForward f;
+  const double least_fwd = double(probe.min_free_during([&] {
+    f = calls.forward();
+    d.stream_synchronize(nullptr);
+  }));
+  const double after_fwd = double(probe.free_bytes());
+  outs = grad_outputs(shape);
+  LinearCeGradients g;
+  const double least_bwd = double(probe.min_free_during([&] {
+    g = calls.backward(f, outs.views);
+    d.stream_synchronize(nullptr);
+  }));
+  MemoryAndValues m;
+  m.fwd_mb = (free0 - least_fwd) / kMiB;
+  m.fwd_bwd_mb = (free0 - std::min(least_fwd, least_bwd)) / kMiB;
+  m.saved_mb = (free0 - after_fwd) / kMiB;
+  m.loss = to_host_f32(f.loss)[0];
+  m.d_hidden = to_host_f32(outs.views.d_hidden.value());
+  m.non_finite = !std::isfinite(m.loss) || std::any_of(m.d_hidden.begin(), m.d_hidden.end(),
+                                                       [](float v) { return !std::isfinite(v); });
+  return m;
+}
+
+struct Timing {
+  std::vector<double> fwd_ms, fwd_bwd_ms;
+  // As the last forward + backward ran.
+  double surviving = -1, threshold = 0;
+  bool ordered = false;
+};
+
+// The forward alone, then forward + backward into the caller's outputs, `reps` steps each.
+Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, int reps) {
+  Timing t;
+  t.fwd_ms = step_ms([&] { calls.forward(); }, reps);
+  t.fwd_bwd_ms = step_ms(
+      [&] {
+        LinearCeForward f = calls.forward();
+        LinearCeGradients g = calls.backward(f, outs.views);
+        t.surviving = g.surviving_fraction, t.threshold = f.filter_threshold;
+        t.ordered = f.vocab_ordered;
+      },
+      reps);
+  return t;
+}
+
+// Measures one mode and prints its row; `exact_d_hidden` is the exact mode's dE (filled by it,
+// compared against by the others).
+void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, CeDataKind kind,
+                  Mode mode, const Settings& settings, const DeviceMemoryProbe& probe,
+                  std::vector<float>& exact_d_hidden) {
+  ModeCalls calls{prog, p, mode_options(mode, settings), {}};
+  if (shape.kl_alpha > 0) calls.teacher.hidden = p.teacher.view;
+  const double first_s = warm_up(calls);
+  GradOutputs outs;
+  MemoryAndValues m = memory_and_values(calls, outs, shape, probe);
+  std::optional<double> diff;
+  if (mode == Mode::Exact)
+    exact_d_hidden = std::move(m.d_hidden);
+  else
+    diff = relative_difference(m.d_hidden, exact_d_hidden);
+  // A reused order gets at least one rebuild period: its median is the steady state.
+  const int reps =
+      mode == Mode::State ? std::max(settings.iters, settings.refresh_every) : settings.iters;
+  const Timing t = time_steps(calls, outs, reps);
+
+  // 2·N·D·V per logit GEMM, as the peers count; a KL term adds the teacher's.
+  const double flops = 2.0 * double(shape.rows) * double(shape.dim) * double(prog.live_ids()) *
+                       (shape.kl_alpha > 0 ? 2 : 1);
+  const std::optional<double> surviving =
+      t.surviving >= 0 ? std::optional(t.surviving) : std::nullopt;
+  JsonLine j = row_head(shape, kind, mode);
+  j.add("n_kept", p.kept_rows).add("loss", double(m.loss)).add("nan_outputs", m.non_finite);
+  j.add("filter_threshold", t.threshold)
+      .add("filter_threshold_requested", double(calls.options.filter_threshold));
+  j.add("vocab_ordered", t.ordered).add("surviving_fraction", surviving);
+  j.add("d_hidden_rel_diff_vs_exact", diff);
+  j.add("fwd_ms", median(t.fwd_ms)).add("fwd_bwd_ms", median(t.fwd_bwd_ms));
+  j.add("fwd_ms_mean", mean(t.fwd_ms)).add("fwd_bwd_ms_mean", mean(t.fwd_bwd_ms));
+  j.add("fwd_tflops", flops / median(t.fwd_ms) / 1e9).add("iters", int64_t(reps));
+  j.add("first_call_s", first_s);
+  j.add("fwd_mem_mb", m.fwd_mb).add("fwd_bwd_mem_mb", m.fwd_bwd_mb);
+  j.add("fwd_saved_mb", m.saved_mb).add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
+  j.add("mem_method", DeviceMemoryProbe::method());
+  j.add("timing",
+        "median of per-call CUDA event times on the default stream after 2 warm-up "
+        "steps; dE, dC given by the caller (f32)");
+  if (const auto& order = calls.options.vocab_order) {
+    VocabOrder::Stats st = order->stats();
+    j.add("order_refresh_every", int64_t(settings.refresh_every));
+    j.add("order_forwards", st.forwards).add("order_ordered_forwards", st.ordered_forwards);
+    j.add("order_rebuilds", st.rebuilds).add("order_set_aside", st.set_aside);
+    j.add("order_last_survival",
+          st.last_survival >= 0 ? std::optional(st.last_survival) : std::nullopt);
+  }
+  j.print();
+  fmt::print(stderr,
+             "  {:9s} first {:6.2f} s  fwd {:8.2f} ms  fwd+bwd {:8.2f} ms  {:7.0f} MB  {}\n",
+             mode_name(mode), first_s, median(t.fwd_ms), median(t.fwd_bwd_ms), m.fwd_bwd_mb,
+             surviving ? fmt::format("tiles {:.3f}", *surviving) : "");
+}
+
+void emit_error(const CeShape& shape, CeDataKind kind, Mode mode, const std::string& message) {
+  JsonLine j = row_head(shape, kind, mode);
+  j.add("error", message).print();
+  fmt::print(stderr, "  {:9s} error: {}\n", mode_name(mode), message);
+}
+
+void bench_shape(const CeShape& shape, const Settings& settings, const DeviceMemoryProbe& probe) {
+  const LossProgram prog = shape_program(shape);
+  std::vector<Mode> modes;
+  for (Mode m : kModes)
+    if (settings.selected(settings.modes, mode_name(m))) modes.push_back(m);
+  for (const std::string& kind_name : settings.kinds) {
+    const CeDataKind kind = *parse_ce_data_kind(kind_name);
+    fmt::print(stderr, "{} {} (N {}, D {}, V {}):\n", shape.name, kind_name, shape.rows, shape.dim,
+               prog.live_ids());
+    try {
+      check_linear_ce_supported(prog);  // a KL term: a UserError on this path for now
+    } catch (const std::exception& e) {
+      for (Mode m : modes) emit_error(shape, kind, m, e.what());
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    CeDataSpec spec{.rows = shape.rows,
+                    .dim = shape.dim,
+                    .segments = shape.segments,
+                    .kind = kind,
+                    .ignored = shape.ignored,
+                    .teacher = shape.kl_alpha > 0,
+                    .seed = kDataSeed};
+    std::optional<CeProblem> problem;
+    {
+      CeHostData data = make_ce_data(spec);
+      problem.emplace(upload_problem(shape, data));
+    }
+    fmt::print(stderr, "  data generated and uploaded in {:.1f} s\n", seconds_since(t0));
+    std::vector<float> exact_d_hidden;
+    for (Mode m : modes) {
+      try {
+        measure_mode(shape, prog, *problem, kind, m, settings, probe, exact_d_hidden);
+      } catch (const std::exception& e) {
+        emit_error(shape, kind, m, e.what());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilejit::bench
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+constexpr const char* kUsage =
+    "usage: linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes NAME,...]\n"
+    "                           [--modes exact,filtered,state] [--iters N] [--refresh-every K]\n"
+    "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n";
+
+// Settings from the command line; nullopt (after a message) on a bad one.
+std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
+                                                       const std::vector<std::string>& shapes) {
+  using tilejit::bench::Settings;
+  Settings s;
+  bool quick = false;
+  std::optional<std::vector<std::string>> kinds, shape_list, modes;
+  std::optional<int> iters;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 < argc) return std::string(argv[++i]);
+      fmt::print(stderr, "linear_ce_gpu_bench: {} needs a value\n{}", a, kUsage);
+      return std::nullopt;
+    };
+    std::optional<std::string> v;
+    if (a == "--quick") {
+      quick = true;
+      continue;
+    }
+    if (a != "--kinds" && a != "--shapes" && a != "--modes" && a != "--iters" &&
+        a != "--refresh-every") {
+      fmt::print(stderr, "linear_ce_gpu_bench: unknown argument '{}'\n{}", a, kUsage);
+      return std::nullopt;
+    }
+    if (!(v = value())) return std::nullopt;
+    if (a == "--kinds") kinds = split_list(*v);
+    if (a == "--shapes") shape_list = split_list(*v);
+    if (a == "--modes") modes = split_list(*v);
+    if (a == "--iters" || a == "--refresh-every") {
+      int n = std::atoi(v->c_str());
+      if (n < 1) {
+        fmt::print(stderr, "linear_ce_gpu_bench: {} must be a positive integer, got '{}'\n", a, *v);
+        return std::nullopt;
+      }
+      if (a == "--iters")
+        iters = n;
+      else
+        s.refresh_every = n;
+    }
+  }
+  s.iters = iters.value_or(quick ? 3 : 10);
+  s.kinds = kinds.value_or(quick ? std::vector<std::string>{"zipf"}
+                                 : std::vector<std::string>{"zipf", "flat", "peaked"});
+  s.shapes = shape_list.value_or(
+      quick ? std::vector<std::string>(shapes.begin(), shapes.begin() + 2) : shapes);
+  s.modes = modes.value_or(std::vector<std::string>{"exact", "filtered", "state"});
+  for (std::string& k : s.kinds) {
+    auto kind = tilejit::bench::parse_ce_data_kind(k);
+    if (!kind) {
+      fmt::print(stderr, "linear_ce_gpu_bench: unknown data kind '{}' (zipf, flat, peaked)\n", k);
+      return std::nullopt;
+    }
+    k = tilejit::bench::ce_data_kind_name(*kind);
+  }
+  for (const std::string& n : s.shapes)
+    if (std::find(shapes.begin(), shapes.end(), n) == shapes.end()) {
+      fmt::print(stderr, "linear_ce_gpu_bench: unknown shape '{}' (known: {})\n", n,
+                 fmt::join(shapes, ", "));
+      return std::nullopt;
+    }
+  for (const std::string& m : s.modes)
+    if (m != "exact" && m != "filtered" && m != "state") {
+      fmt::print(stderr, "linear_ce_gpu_bench: unknown mode '{}' (exact, filtered, state)\n", m);
+      return std::nullopt;
+    }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tilejit;
+  using namespace tilejit::bench;
+  std::vector<CeShape> all = perf_shapes();
+  std::vector<std::string> names;
+  for (const CeShape& s : all) names.push_back(s.name);
+  std::optional<Settings> settings = parse_settings(argc, argv, names);
+  if (!settings) return 2;
+  try {
+    for (const CeShape& s : all)  // every program parses, with or without a GPU
+      if (settings->selected(settings->shapes, s.name)) shape_program(s);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "linear_ce_gpu_bench: {}\n", e.what());
+    return 1;
+  }
+  if (!gpu_available()) {
+    fmt::print(stderr, "linear_ce_gpu_bench: no GPU ({}); nothing measured\n",
+               Driver::unavailable_reason());
+    return 0;
+  }
+  try {
+    Driver::get()->ensure_context();
+    fmt::print(stderr, "linear_ce_gpu_bench on {} ({})\n", Driver::get()->device_name(0),
+               device_arch(0));
+    DeviceMemoryProbe probe;
+    for (const CeShape& s : all)
+      if (settings->selected(settings->shapes, s.name)) bench_shape(s, *settings, probe);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "linear_ce_gpu_bench: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
