@@ -6,10 +6,15 @@ on unmasked elements, and each output's error against FlexAttention's. Loss: the
 cross-entropy vs a torch.compile'd materialising reference (fp32 softmax), forward and
 forward+backward milliseconds and extra memory. Prints a table with ratios, writes the rows as
 JSON and, with matplotlib, a plot. Whatever is unavailable (FlexAttention, cuDNN, a GPU) is
-skipped and said so.
+skipped and said so; a case that fails is recorded with its error and the run goes on. The JSON
+is rewritten after every case, so a run cut short keeps what it measured.
 
-    PYTHONPATH=python python3 bench/compare.py [--quick] [--out DIR] [--only causal,document]
-    PYTHONPATH=python python3 bench/compare.py --cpu-smoke   # tiny f32 shapes: the plumbing only
+    python3 bench/compare.py --lib build [--quick] [--out DIR] [--only causal,document]
+    python3 bench/compare.py --lib build --cpu-smoke   # tiny f32 shapes: the plumbing only
+
+--lib takes libtilejit_c itself or a CMake build directory (its capi/libtilejit_c.so); without
+it, $TILEJIT_LIBRARY, else the package's own search (tilejit._library). The tilejit package is
+this checkout's python/.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import tilejit  # noqa: E402
+PYTHON_DIR = Path(__file__).resolve().parent.parent / "python"
+tilejit: Any = None  # imported by load_tilejit(), once the library is chosen
 
 try:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -38,6 +45,38 @@ try:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 except ImportError:
     SDPBackend = sdpa_kernel = None
+
+
+def load_tilejit(lib: str) -> None:
+    """Imports this checkout's tilejit over the libtilejit_c that `lib` names (a library file or
+    a build directory; empty: $TILEJIT_LIBRARY or the package's own search)."""
+    global tilejit
+    if lib:
+        path = Path(lib)
+        if path.is_dir():
+            path = path / "capi" / ("libtilejit_c.dylib" if sys.platform == "darwin"
+                                    else "libtilejit_c.so")
+        if not path.is_file():
+            raise SystemExit(f"--lib {lib}: no libtilejit_c at {path} (build the CMake target "
+                             f"tilejit_c there)")
+        os.environ["TILEJIT_LIBRARY"] = str(path.resolve())
+    sys.path.insert(0, str(PYTHON_DIR))
+    import tilejit as module
+    tilejit = module
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def first_call_s(fn: Callable[[], object], device: str) -> float:
+    """Seconds of the first call (compilation included), to the end of its device work."""
+    t0 = time.perf_counter()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
 
 
 # ---- timing ---------------------------------------------------------------------------------
@@ -159,6 +198,29 @@ def unmasked_pairs(mask_mod, case: AttentionCase, buffers, device: str) -> int:
     return total * case.heads
 
 
+def bench_flex(case: AttentionCase, q, k, v, out_tj, mask_mod, score_mod, buffers, device: str,
+               repeats: int, compiled_flex, row: dict, tflops) -> None:
+    """FlexAttention's columns of `row`: its block mask's build time (warm), its first call
+    (torch.compile included), TFLOP/s and tilejit's error against it."""
+    make_mask = lambda: create_block_mask(
+        mask_mod, case.batch if "doc" in buffers or "prefix" in buffers else None, None,
+        case.seq, case.seq, device=device)
+    make_mask()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    block = make_mask()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    row["flex_mask_ms"] = (time.perf_counter() - t0) * 1e3
+    gqa = {"enable_gqa": True} if case.heads != case.heads_kv else {}
+    flex = lambda q, k, v: compiled_flex(q, k, v, score_mod=score_mod, block_mask=block, **gqa)
+    row["tilejit_vs_flex_error"] = rel_error(out_tj, flex(q.detach(), k.detach(), v.detach()))
+    row["flex_first_call_s"] = first_call_s(lambda: flex(q, k, v), device)  # the training graph
+    fwd, bwd = fwd_bwd_ms(lambda: flex(q, k, v), (q, k, v), device, repeats)
+    row["flex"] = (tflops(fwd), tflops(bwd, 2.5))
+
+
 def bench_attention(case: AttentionCase, device: str, dtype: torch.dtype, repeats: int,
                     compiled_flex) -> dict:
     gen = torch.Generator().manual_seed(0)
@@ -176,33 +238,25 @@ def bench_attention(case: AttentionCase, device: str, dtype: torch.dtype, repeat
            "Hkv": case.heads_kv, "D": case.dim}
     tflops = lambda ms, mult=1.0: mult * flops / (ms * 1e-3) / 1e12
 
+    make_mask = lambda: tilejit.block_mask(program, case.batch, case.heads, case.seq, case.seq,
+                                           buffers=buffers, params=case.params)
+    row["tilejit_mask_first_s"] = first_call_s(make_mask, device)  # the analysis compiled
     t0 = time.perf_counter()
-    block = tilejit.block_mask(program, case.batch, case.heads, case.seq, case.seq,
-                               buffers=buffers, params=case.params)
+    block = make_mask()  # waits for its stream: the mask comes back to host memory
     row["tilejit_mask_ms"] = (time.perf_counter() - t0) * 1e3
     run_tj = lambda: tilejit.attention(q, k, v, program, buffers=buffers, params=case.params,
                                        block_mask=block)
+    row["tilejit_first_call_s"] = first_call_s(run_tj, device)
     fwd, bwd = fwd_bwd_ms(run_tj, (q, k, v), device, repeats)
     row["tilejit"] = (tflops(fwd), tflops(bwd, 2.5))
     out_tj = run_tj().detach()
 
     if compiled_flex is not None:
-        t0 = time.perf_counter()
-        flex_block = create_block_mask(mask_mod, case.batch if "doc" in buffers or
-                                       "prefix" in buffers else None, None, case.seq, case.seq,
-                                       device=device)
-        row["flex_mask_ms"] = (time.perf_counter() - t0) * 1e3
-        gqa = {"enable_gqa": True} if case.heads != case.heads_kv else {}
-        flex = lambda q, k, v: compiled_flex(q, k, v, score_mod=score_mod,
-                                             block_mask=flex_block, **gqa)
-        run_flex = lambda: flex(q, k, v)
-        row["tilejit_vs_flex_error"] = rel_error(out_tj, flex(q.detach(), k.detach(),
-                                                             v.detach()))
         try:
-            fwd, bwd = fwd_bwd_ms(run_flex, (q, k, v), device, repeats)
-            row["flex"] = (tflops(fwd), tflops(bwd, 2.5))
-        except (NotImplementedError, RuntimeError) as error:  # no backward on the CPU
-            row["flex_skipped"] = str(error).splitlines()[0]
+            bench_flex(case, q, k, v, out_tj, mask_mod, score_mod, buffers, device, repeats,
+                       compiled_flex, row, tflops)
+        except Exception as error:  # no backward on the CPU, a compile failure, ...
+            row["flex_skipped"] = first_line(error)
 
     if case.sdpa_causal and sdpa_kernel is not None and device == "cuda":
         try:
@@ -213,8 +267,9 @@ def bench_attention(case: AttentionCase, device: str, dtype: torch.dtype, repeat
                     return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
             fwd, bwd = fwd_bwd_ms(run_sdpa, (q, k, v), device, repeats)
             row["cudnn"] = (tflops(fwd), tflops(bwd, 2.5))
+            row["tilejit_vs_cudnn_error"] = rel_error(out_tj, run_sdpa().detach())
         except RuntimeError as error:  # cuDNN backend unavailable for this shape or build
-            row["cudnn_skipped"] = str(error).splitlines()[0]
+            row["cudnn_skipped"] = first_line(error)
     return row
 
 
@@ -296,15 +351,17 @@ def bench_loss(case: LossCase, rows: int, device: str, dtype, repeats: int) -> d
         return fwd, both, peak
 
     run_tj = lambda: tilejit.linear_cross_entropy(e, weights, targets, program, params=params)
+    row["tilejit_first_call_s"] = first_call_s(run_tj, device)
     row["tilejit"] = measure(run_tj)
     compiled = torch.compile(reference_loss)
     run_ref = lambda: compiled(e, weights, targets_live, kept, case.softcap)
     try:
+        row["torch.compile_first_call_s"] = first_call_s(run_ref, device)
         row["torch.compile"] = measure(run_ref)
         got, want = float(run_tj().detach()), float(run_ref().detach())
         row["loss_rel_error"] = abs(got - want) / abs(want)
     except Exception as error:  # out of memory on the materialised logits, no compiler, ...
-        row["torch.compile_skipped"] = str(error).splitlines()[0]
+        row["torch.compile_skipped"] = first_line(error)
     return row
 
 
@@ -315,28 +372,47 @@ def fmt_pair(pair) -> str:
     return f"{pair[0]:6.1f} / {pair[1]:6.1f}" if pair else "      —      "
 
 
+def ratio(row: dict, key: str, i: int, inverse: bool = False) -> str:
+    """tilejit's figure over the peer's (TFLOP/s: > 1 is faster), or the peer's over tilejit's
+    (milliseconds, inverse), as "1.23x"; "—" when either is missing."""
+    mine, theirs = row.get("tilejit"), row.get(key)
+    if not mine or not theirs or not mine[i] or not theirs[i]:
+        return "—"
+    return f"{(theirs[i] / mine[i] if inverse else mine[i] / theirs[i]):.2f}x"
+
+
 def print_tables(attention_rows: List[dict], loss_rows: List[dict]) -> None:
     if attention_rows:
-        print("\nattention, TFLOP/s fwd / bwd (unmasked elements)")
+        print("\nattention, TFLOP/s fwd / bwd (unmasked elements); ratios: tilejit / peer")
         print(f"{'case':<22} {'tilejit':>15} {'FlexAttention':>15} {'cuDNN SDPA':>15} "
-              f"{'vs flex (fwd)':>13} {'err vs flex':>11}")
+              f"{'vs flex':>13} {'vs cuDNN':>13} {'err vs flex':>11}")
         for r in attention_rows:
-            ratio = (f"{r['tilejit'][0] / r['flex'][0]:.2f}x" if "flex" in r else "—")
+            vs_flex = f"{ratio(r, 'flex', 0)} / {ratio(r, 'flex', 1)}"
+            vs_cudnn = f"{ratio(r, 'cudnn', 0)} / {ratio(r, 'cudnn', 1)}"
             err = f"{r['tilejit_vs_flex_error']:.1e}" if "tilejit_vs_flex_error" in r else "—"
             print(f"{r['case']:<22} {fmt_pair(r.get('tilejit')):>15} {fmt_pair(r.get('flex')):>15}"
-                  f" {fmt_pair(r.get('cudnn')):>15} {ratio:>13} {err:>11}")
+                  f" {fmt_pair(r.get('cudnn')):>15} {vs_flex:>13} {vs_cudnn:>13} {err:>11}")
+            for key in ("error", "flex_skipped", "cudnn_skipped"):
+                if key in r:
+                    print(f"    {key}: {r[key]}")
     if loss_rows:
-        print("\nfused linear cross-entropy: fwd ms / fwd+bwd ms / extra GB")
+        print("\nfused linear cross-entropy: fwd ms / fwd+bwd ms / extra GB; speed-up: "
+              "torch.compile time / tilejit time")
         for r in loss_rows:
             cells = []
             for key in ("tilejit", "torch.compile"):
                 v = r.get(key)
                 cells.append(f"{key}: {v[0]:.1f} / {v[1]:.1f} / {v[2]:.2f}" if v else
                              f"{key}: skipped")
+            cells.append(f"speed-up {ratio(r, 'torch.compile', 0, True)} / "
+                         f"{ratio(r, 'torch.compile', 1, True)}")
             print(f"{r['case']:<42} " + "   ".join(cells))
+            for key in ("error", "torch.compile_skipped"):
+                if key in r:
+                    print(f"    {key}: {r[key]}")
 
 
-def plot(attention_rows: List[dict], path: str) -> None:
+def plot(attention_rows: List[dict], loss_rows: List[dict], path: str) -> None:
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -344,24 +420,65 @@ def plot(attention_rows: List[dict], path: str) -> None:
     except ImportError:
         print("matplotlib not installed: no plot")
         return
-    names = [r["case"] for r in attention_rows]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    for ax, i, title in ((axes[0], 0, "forward"), (axes[1], 1, "backward")):
-        for j, key in enumerate(("tilejit", "flex", "cudnn")):
-            values = [r[key][i] if key in r else 0.0 for r in attention_rows]
-            ax.bar([x + 0.27 * (j - 1) for x in range(len(names))], values, width=0.27,
-                   label=key)
+    panels = []  # (rows, index in the row's pairs, title, systems)
+    if attention_rows:
+        systems = ("tilejit", "flex", "cudnn")
+        panels += [(attention_rows, 0, "attention forward, TFLOP/s", systems),
+                   (attention_rows, 1, "attention backward, TFLOP/s", systems)]
+    if loss_rows:
+        systems = ("tilejit", "torch.compile")
+        panels += [(loss_rows, 0, "linear CE forward, ms", systems),
+                   (loss_rows, 1, "linear CE fwd+bwd, ms", systems)]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    for ax, (rows, i, title, keys) in zip(axes[0], panels):
+        names = [r["case"] for r in rows]
+        width = 0.8 / len(keys)
+        for j, key in enumerate(keys):
+            values = [r[key][i] if r.get(key) else 0.0 for r in rows]
+            ax.bar([x + width * (j - (len(keys) - 1) / 2) for x in range(len(names))], values,
+                   width=width, label=key)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=45, ha="right")
-        ax.set_title(f"attention {title}, TFLOP/s")
-    axes[0].legend()
+        ax.set_title(title)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"plot: {path}")
 
 
+def write_results(out: str, attention_rows: List[dict], loss_rows: List[dict],
+                  context: dict) -> None:
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "compare.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"context": context, "attention": attention_rows, "loss": loss_rows}, f,
+                  indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def run_case(fn: Callable[[], dict], name: str, rows: List[dict], save: Callable[[], None],
+             device: str) -> None:
+    """One case's row; a case that fails is recorded with its error and the run goes on."""
+    try:
+        row = fn()
+    except Exception as error:
+        traceback.print_exc()
+        row = {"case": name, "error": first_line(error)}
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    save()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lib", default="",
+                        help="libtilejit_c, or a CMake build directory holding "
+                             "capi/libtilejit_c.so (default: $TILEJIT_LIBRARY, else the "
+                             "package's search)")
     parser.add_argument("--quick", action="store_true", help="four attention cases, one loss")
     parser.add_argument("--only", default="", help="comma-separated substrings of case names")
     parser.add_argument("--out", default=os.environ.get("RESULTS_DIR", "."))
@@ -370,6 +487,7 @@ def main() -> int:
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="tiny f32 shapes on the CPU backend (checks the plumbing)")
     args = parser.parse_args()
+    load_tilejit(args.lib)
 
     if args.cpu_smoke:
         device, dtype = "cpu", torch.float32
@@ -397,27 +515,33 @@ def main() -> int:
         compiled_flex = torch.compile(flex_attention)
     else:
         compiled_flex = flex_attention  # the smoke run: eager, to exercise the comparison
-    print(f"torch {torch.__version__}, tilejit {tilejit.version()}, device {device}")
+    context = {"torch": torch.__version__, "tilejit": tilejit.version(),
+               "library": str(tilejit.library_path()), "device": device,
+               "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+               "repeats": args.repeats, "quick": args.quick}
+    print(" ".join(f"{k} {v}" for k, v in context.items()), flush=True)
 
-    attention_rows = []
+    attention_rows: List[dict] = []
+    loss_rows: List[dict] = []
+    save = lambda: write_results(args.out, attention_rows, loss_rows, context)
     for case in cases:
         if keep(case.name):
-            attention_rows.append(bench_attention(case, device, dtype, args.repeats,
-                                                  compiled_flex))
-            print(json.dumps(attention_rows[-1]), flush=True)
-    loss_rows = []
+            run_case(lambda: bench_attention(case, device, dtype, args.repeats, compiled_flex),
+                     case.name, attention_rows, save, device)
     for case in losses:
         if keep(case.name):
-            loss_rows.append(bench_loss(case, args.loss_rows, device, dtype, args.repeats))
-            print(json.dumps(loss_rows[-1]), flush=True)
+            run_case(lambda: bench_loss(case, args.loss_rows, device, dtype, args.repeats),
+                     case.name, loss_rows, save, device)
 
     print_tables(attention_rows, loss_rows)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
-        json.dump({"attention": attention_rows, "loss": loss_rows}, f, indent=1)
-    if attention_rows and device == "cuda":
-        plot(attention_rows, os.path.join(args.out, "compare.png"))
-    return 0
+    save()
+    print(f"results: {os.path.join(args.out, 'compare.json')}")
+    if device == "cuda" and (attention_rows or loss_rows):
+        plot(attention_rows, loss_rows, os.path.join(args.out, "compare.png"))
+    failed = [r["case"] for r in attention_rows + loss_rows if "error" in r]
+    if failed:
+        print(f"{len(failed)} case(s) failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -28,14 +28,18 @@ class DeviceLinearCe final : public LinearCeRun {
   void backward(const TensorView& grad_loss, const LinearCeGradOutputs& outputs,
                 CUstream stream) override {
     LinearCeGradients g = linear_cross_entropy_backward(forward_, grad_loss, stream, outputs);
-    // The previous backward's scratch may still be in use by its stream.
-    if (scratch_) Driver::get()->context_synchronize();
+    // The previous backward's scratch may still be in use by its stream: wait for that stream
+    // when it is this call's (the usual case), else for the context (it may be gone by now).
+    if (scratch_ && scratch_stream_ == stream) Driver::get()->stream_synchronize(stream);
+    if (scratch_ && scratch_stream_ != stream) Driver::get()->context_synchronize();
     scratch_ = std::move(g.storage);
+    scratch_stream_ = stream;
   }
 
  private:
   LinearCeForward forward_;
   std::shared_ptr<const void> scratch_;  // the last backward's, freed with the state
+  CUstream scratch_stream_ = nullptr;    // where the last backward ran
 };
 
 // ---- CPU -----------------------------------------------------------------------------------
@@ -215,10 +219,6 @@ void check_linear_ce_supported(const LossProgram& prog, const LinearCeInputViews
                      "program {}: the GPU linear cross-entropy kernels take bf16 or f16 operands, "
                      "but tensor '{}' is {}",
                      prog.name, hidden.name, dtype_name(hidden.dtype));
-  TILEJIT_USER_CHECK(inputs.targets.dtype != DType::I64,
-                     "program {}: the GPU linear cross-entropy path takes i32 targets, not i64 "
-                     "(tensor '{}'; the CPU backend takes both)",
-                     prog.name, inputs.targets.name);
 }
 
 std::unique_ptr<LinearCeRun> linear_ce_forward(const LossProgram& prog,

@@ -1,5 +1,5 @@
-// The C ABI's programs (text form, standard library, canonical text and hash), version and
-// GPU query.
+// The C ABI's programs (text form, standard library, canonical text and hash, a loss program's
+// reduction and segments), version and GPU query.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -126,6 +126,32 @@ tj_status tj_program_segment_count(const tj_program* program, int32_t* count) {
   return boundary("tj_program_segment_count", program_name(program), [&] {
     int32_t& result = out_param(count, "count");
     result = static_cast<int32_t>(loss_program(program).segments.size());
+  });
+}
+
+tj_status tj_program_reduction(const tj_program* program, tj_reduction* reduction) {
+  return boundary("tj_program_reduction", program_name(program), [&] {
+    tj_reduction& result = out_param(reduction, "reduction");
+    switch (loss_program(program).reduction) {
+      case Reduction::None: result = TJ_REDUCTION_NONE; return;
+      case Reduction::Sum: result = TJ_REDUCTION_SUM; return;
+      case Reduction::Mean: result = TJ_REDUCTION_MEAN; return;
+    }
+    fail(TJ_ERR_INTERNAL, "program '{}' has a reduction outside none, sum and mean",
+         program_name(program));
+  });
+}
+
+tj_status tj_program_segment(const tj_program* program, int32_t index, tj_segment_info* info) {
+  return boundary("tj_program_segment", program_name(program), [&] {
+    tj_segment_info& result = out_param(info, "info");
+    const LossProgram& loss = loss_program(program);
+    if (index < 0 || static_cast<size_t>(index) >= loss.segments.size())
+      fail(TJ_ERR_INVALID_ARGUMENT, "program '{}' has {} segment(s): index {} is out of range",
+           loss.name, loss.segments.size(), index);
+    const Segment& s = loss.segments[static_cast<size_t>(index)];
+    result = {s.name.c_str(), s.begin, s.end, s.weight.c_str(),
+              s.bias.empty() ? nullptr : s.bias.c_str()};
   });
 }
 

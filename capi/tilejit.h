@@ -119,6 +119,31 @@ TJ_API tj_status tj_program_hash(const tj_program* program, const char** hash);
 /* A loss program's number of vocabulary segments (the length of its weight arrays). */
 TJ_API tj_status tj_program_segment_count(const tj_program* program, int32_t* count);
 
+/* How a loss program reduces its rows' losses into tj_linear_ce_outputs.loss, and so what its
+ * backward's grad_loss is (one element for mean and sum, [N] for none). */
+typedef enum tj_reduction {
+  TJ_REDUCTION_NONE = 0,
+  TJ_REDUCTION_SUM = 1,
+  TJ_REDUCTION_MEAN = 2 /* over the rows whose target is not ignore_index */
+} tj_reduction;
+
+/* A loss program's reduction (TJ_ERR_INVALID_ARGUMENT for an attention program). */
+TJ_API tj_status tj_program_reduction(const tj_program* program, tj_reduction* reduction);
+
+/* One vocabulary segment of a loss program: its global ids [begin, end) and the names its weight
+ * [end - begin, D] and bias [end - begin] are bound by. Strings belong to the program. */
+typedef struct tj_segment_info {
+  const char* name;
+  int64_t begin, end;
+  const char* weight;
+  const char* bias; /* NULL when the segment has no bias */
+} tj_segment_info;
+
+/* Segment `index` (0 .. segment count - 1, in the program's order, which is the order of
+ * tj_linear_ce_inputs.segments) of a loss program. */
+TJ_API tj_status tj_program_segment(const tj_program* program, int32_t index,
+                                    tj_segment_info* info);
+
 /* ---- bindings ---------------------------------------------------------------------------- */
 
 /* Values for a program's captured buffers and params (and, for a loss, its segments' weights
@@ -148,7 +173,11 @@ typedef struct tj_block_mask_shape {
 } tj_block_mask_shape;
 
 /* The mask's captured buffers come from `bindings` (NULL: none), in host memory (analysed on
- * the CPU) or device memory (analysed on the GPU, on `stream`, which is synchronised). */
+ * the CPU) or device memory (analysed on the GPU, on `stream`). On the GPU the analysis runs
+ * after the work queued on `stream` (the buffers' producers) and the call waits for `stream`
+ * alone, never for other streams, since the mask comes back to host memory (the driver's
+ * cuMemFree of the analysis's scratch may still wait for the device). The mask is a host value:
+ * attention calls that use it do not wait for anything. */
 TJ_API tj_status tj_block_mask_create(const tj_program* program, const tj_bindings* bindings,
                                       const tj_block_mask_shape* shape, void* stream,
                                       tj_block_mask** out);

@@ -35,6 +35,8 @@ struct Driver::EntryPoints {
   PFN_cuMemFree_v3020 mem_free = nullptr;
   PFN_cuMemcpyHtoD_v3020 memcpy_htod = nullptr;
   PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
+  PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async = nullptr;
+  PFN_cuMemcpyDtoHAsync_v3020 memcpy_dtoh_async = nullptr;
   PFN_cuMemsetD8_v3020 memset_d8 = nullptr;
   PFN_cuPointerGetAttribute_v4000 pointer_get_attribute = nullptr;
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
@@ -150,6 +152,8 @@ Driver* Driver::create(std::string& reason) {
   need(api->mem_free, "cuMemFree", 3020);
   need(api->memcpy_htod, "cuMemcpyHtoD", 3020);
   need(api->memcpy_dtoh, "cuMemcpyDtoH", 3020);
+  need(api->memcpy_htod_async, "cuMemcpyHtoDAsync", 3020);
+  need(api->memcpy_dtoh_async, "cuMemcpyDtoHAsync", 3020);
   need(api->memset_d8, "cuMemsetD8", 3020);
   need(api->pointer_get_attribute, "cuPointerGetAttribute", 4000);
   need(api->stream_synchronize, "cuStreamSynchronize", 2000);
@@ -325,6 +329,14 @@ void Driver::memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
 
 void Driver::memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes) {
   check(api_->memcpy_dtoh(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+void Driver::memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  check(api_->memcpy_htod_async(dst, src, bytes, stream), "cuMemcpyHtoDAsync");
+}
+
+void Driver::memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  check(api_->memcpy_dtoh_async(dst, src, bytes, stream), "cuMemcpyDtoHAsync");
 }
 
 void Driver::memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes) {

@@ -76,6 +76,11 @@ class Driver {
   void mem_free(CUdeviceptr ptr);
   void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
   void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
+  // Copies ordered on `stream` (no other stream is waited for). From pageable host memory the
+  // call returns once `src` is staged; into pageable host memory, once the data has landed
+  // (synchronise `stream` before reading it where host memory may be mapped to the device).
+  void memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
+  void memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
   void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
   // True when `ptr` is device (or managed) memory known to the driver; false for host memory.
   bool is_device_pointer(const void* ptr);

@@ -589,7 +589,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     const int64_t total = int64_t(row_tiles) * num_tiles;
     g.surviving_fraction = surviving_fraction(visited, total);
     if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
-    const bool filter = filter_backward(visited, total);
+    const bool filter = filter_backward(visited, total, st.order.tables != nullptr);
     g.vocab_ordered = st.order.tables && filter;
     if (!filter) {  // every tile, natural order: exactly the unfiltered backward
       layout = with_order(layout, nullptr);

@@ -54,11 +54,12 @@
 // k forwards or fixed by the caller. An order serves filtering only: with filtering off the
 // natural order is used. A forward that runs the pre-pass synchronizes `stream` once more.
 //   Never slower than no filtering. A filtering backward reads the surviving fraction back after
-// classifying the tiles (one synchronization) and, when nearly every tile survives
-// (runtime/VocabOrderPlan.h), visits every tile in natural order instead: exactly the
+// classifying the tiles (one synchronization) and, when too many tiles survive for skipping to
+// pay (runtime/VocabOrderPlan.h: 95% in natural order, 65% in an order, whose gathered loads
+// cost more per tile), visits every tile in natural order instead: exactly the
 // unfiltered backward (no gathered loads, no sparse target corrections). The forward's share
 // (tile maxima, pre-pass) can only be avoided by knowing beforehand: a State whose order left
-// nearly every tile alive pauses filtering until its next rebuild, so those forwards and
+// too many tiles alive pauses filtering until its next rebuild, so those forwards and
 // backwards are exactly the unfiltered ones (LinearCeForward::filter_threshold 0) and only the
 // rebuild steps look again. In natural order the forward's tile maxima remain (about 1% measured
 // on data where every tile survives).

@@ -226,24 +226,26 @@ BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings
   void* kp[] = {&cp, args.data(), summaries.data()};
   CUfunction classify = module->function(src.cuda.entry);
   Dim3 grid{blocks_for(n_rows, kRowThreads), 1, 1}, block{kRowThreads, 1, 1};
+  // Every copy is ordered on `stream` and only `stream` is waited for: work the caller queued on
+  // other streams keeps running (the runs come back to the host, so the host waits for these).
   launch(classify, grid, block, 0, stream, kp);
-  driver->context_synchronize();
-  row_counts.copy_to_host(counts.data(), counts.size() * sizeof(int32_t));
+  driver->memcpy_dtoh_async(counts.data(), row_counts.ptr(), counts.size() * sizeof(int32_t),
+                            stream);
+  driver->stream_synchronize(stream);
 
   // Pass 2: every row's runs at its offset; only O(runs) bytes come back.
   std::vector<int32_t> offsets = run_offsets(counts, prog.name);
   std::vector<TileRun> runs(static_cast<size_t>(offsets.back()));
   if (!runs.empty()) {
-    DeviceBuffer row_offsets = DeviceBuffer::from_host(offsets);
+    DeviceBuffer row_offsets(offsets.size() * sizeof(int32_t));
     DeviceBuffer out(runs.size() * sizeof(TileRun));
-    // The copy above may still be in flight for a kernel on a non-blocking stream.
-    driver->context_synchronize();
+    driver->memcpy_htod_async(row_offsets.ptr(), offsets.data(), row_offsets.bytes(), stream);
     cp.offsets = row_offsets.data();
     cp.runs = out.data();
     cp.pass = 2;
     launch(classify, grid, block, 0, stream, kp);
-    driver->context_synchronize();
-    out.copy_to_host(runs.data(), runs.size() * sizeof(TileRun));
+    driver->memcpy_dtoh_async(runs.data(), out.ptr(), runs.size() * sizeof(TileRun), stream);
+    driver->stream_synchronize(stream);
   }
   return BlockMask::from_rows(ext, split_rows(offsets, runs));
 }

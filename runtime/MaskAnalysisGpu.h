@@ -18,7 +18,10 @@
 namespace tilejit {
 
 // `device_bindings` binds the program's buffers in device memory (and its params). Needs a GPU
-// (UserError otherwise); synchronises `stream` before returning.
+// (UserError otherwise). Kernels and copies run on `stream`, after the work already queued on
+// it (the buffers' producers), and the host waits for `stream` alone before returning, since
+// the runs come back to host memory (freeing the scratch, cuMemFree may still wait for the
+// device as the driver does).
 BlockMask analyse_block_mask_gpu(const LoweredAttention& lowered, const Bindings& device_bindings,
                                  const BlockMaskShape& shape, CUstream stream = nullptr);
 

@@ -112,9 +112,9 @@ VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog,
 void VocabOrder::record_survival(const VocabOrderTables& used, double fraction) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.last_survival = fraction;
-  // Nearly every tile alive even in this order: skipping cannot repay the tile maxima, the
-  // pre-pass and the gathered loads; run unfiltered until the next rebuild looks again.
-  if (refresh_every_ > 0 && &used == current_.get() && fraction >= kDenseBackwardSurvival)
+  // Too many tiles alive even in this order: skipping cannot repay the tile maxima, the pre-pass
+  // and the gathered loads; run unfiltered until the next rebuild looks again.
+  if (refresh_every_ > 0 && &used == current_.get() && fraction >= kOrderedBackwardSurvival)
     stats_.set_aside = true;
 }
 

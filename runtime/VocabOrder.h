@@ -48,8 +48,8 @@ class VocabOrder {
   using Scores = std::vector<std::vector<float>>;
 
   // Built from the average-logit pre-pass on the first forward that uses it and rebuilt on every
-  // `refresh_every`-th forward after (1: every forward). When a backward finds nearly every tile
-  // surviving under it (record_survival), filtering cannot pay: the forwards until the next
+  // `refresh_every`-th forward after (1: every forward). When a backward finds too many tiles
+  // surviving under it (record_survival; runtime/VocabOrderPlan.h), filtering cannot pay: the forwards until the next
   // rebuild run unfiltered (no pre-pass, no tile maxima: exactly the cost of filtering off), and
   // the rebuild looks again.
   static std::shared_ptr<VocabOrder> by_average_logit(int refresh_every = 1);

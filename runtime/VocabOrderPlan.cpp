@@ -59,8 +59,9 @@ double surviving_fraction(int64_t visited_tiles, int64_t total_tiles) {
   return total_tiles > 0 ? double(visited_tiles) / double(total_tiles) : 1.0;
 }
 
-bool filter_backward(int64_t visited_tiles, int64_t total_tiles) {
-  return surviving_fraction(visited_tiles, total_tiles) < kDenseBackwardSurvival;
+bool filter_backward(int64_t visited_tiles, int64_t total_tiles, bool ordered) {
+  return surviving_fraction(visited_tiles, total_tiles) <
+         (ordered ? kOrderedBackwardSurvival : kNaturalBackwardSurvival);
 }
 
 }  // namespace tilejit

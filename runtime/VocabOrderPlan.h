@@ -17,14 +17,17 @@ std::vector<int32_t> order_by_score(const float* scores, int64_t n);
 // is a permutation of 0..order.size()-1.
 std::vector<int32_t> inverse_order(const std::vector<int32_t>& order);
 
-// Fraction of the (row tile, vocabulary tile) pairs a filtered backward visits, and the point
-// from which the backward stops filtering: when nearly every tile survives, skipping the few
-// cold ones saves less than filtering costs (gathering weight rows through an order; in natural
-// order the sparse target corrections and the classified lists: 1-4% measured on data where
-// every tile survives), so the backward visits every tile in natural order, exactly as with
-// filtering off.
-inline constexpr double kDenseBackwardSurvival = 0.95;
+// Fraction of the (row tile, vocabulary tile) pairs a filtered backward visits, and the points
+// from which the backward stops filtering and visits every tile in natural order, exactly as
+// with filtering off. Measured on an H200 (four heads, zipf data, bench/NOTES.md): a backward in
+// natural order costs about the surviving fraction s of the unfiltered one, plus 1-4% for the
+// sparse target corrections and classified lists when every tile survives; one in a
+// vocabulary order costs about 0.07 + 1.31 s of it (gathered weight rows; hot tiles bunched at
+// the front of each segment), so an order pays only below s ~ 0.7.
+inline constexpr double kNaturalBackwardSurvival = 0.95;
+inline constexpr double kOrderedBackwardSurvival = 0.65;
 double surviving_fraction(int64_t visited_tiles, int64_t total_tiles);
-bool filter_backward(int64_t visited_tiles, int64_t total_tiles);
+// Whether a backward whose tiles followed (`ordered`) or not a vocabulary order keeps filtering.
+bool filter_backward(int64_t visited_tiles, int64_t total_tiles, bool ordered);
 
 }  // namespace tilejit

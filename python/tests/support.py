@@ -35,10 +35,13 @@ def fresh_rng(stream: int = 0) -> np.random.Generator:
 
 def _poison(array: Any) -> Any:
     kind = str(array.dtype)
-    if "float" in kind:
-        array[...] = float("nan")
-    elif "int" in kind:
-        array[...] = -777
+    value = float("nan") if "float" in kind else -777 if "int" in kind else None
+    if value is None:
+        return array
+    if _arrays.is_torch(array):
+        array.fill_(value)  # a kernel on the current stream on a GPU: no host synchronisation
+    else:
+        array[...] = value
     return array
 
 

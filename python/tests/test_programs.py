@@ -38,6 +38,25 @@ class ProgramTest(unittest.TestCase):
         with self.assertRaises(tilejit.InvalidArgumentError):
             tilejit.programs.causal().segment_count
 
+    def test_loss_layout_from_the_library(self):
+        two = tilejit.programs.two_segments()
+        self.assertEqual(two.segments, (
+            tilejit.programs.Segment("base", 0, 151936, "W_base", None),
+            tilejit.programs.Segment("extra", 152066, 153090, "W_extra", None)))
+        self.assertEqual([s.size for s in two.segments], [151936, 1024])
+        head = tilejit.program("loss head {\n  segment text : [0, 100) weight W\n"
+                               "  segment act : [110, 134) weight A bias a\n"
+                               "  reduction = sum\n}\n")
+        self.assertEqual(head.reduction, "sum")
+        self.assertEqual(head.segments[1], ("act", 110, 134, "A", "a"))
+        # The reduction comes from the program, not from its text: the default is spelled out.
+        self.assertEqual(tilejit.program("loss d {\n  segment v : [0, 3) weight W\n}").reduction,
+                         "mean")
+        for query in ("segments", "reduction"):
+            with self.assertRaisesRegex(tilejit.InvalidArgumentError,
+                                        r"program 'causal' is an attention program"):
+                getattr(tilejit.programs.causal(), query)
+
     def test_hash_follows_the_structure_not_the_spelling(self):
         a = tilejit.program("attention c {\n  mask = q >= kv   # causal\n}\n")
         b = tilejit.program("attention c {\n\n  mask = q >= kv\n}")

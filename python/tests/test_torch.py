@@ -1,69 +1,31 @@
-"""tilejit with torch tensors and autograd, against torch fp64 reference implementations.
+"""tilejit with torch tensors and autograd on the CPU backend, against torch fp64 reference
+implementations (torch_reference.py).
 
-CPU backend: attention gradients for q, k, v (causal, document buffer, soft-capping param, GQA,
-non-contiguous views), the fused loss's gradients for e and every weight and bias, torch.no_grad,
-a small model composed of both, and torch.compile (opaque op). The C ABI takes no float64
-tensors, so gradcheck in fp64 is replaced by f32 results against fp64 references. With CUDA:
-bf16 attention and loss on a side stream, without host synchronisation from the wrapper.
-Skipped as a whole when torch is not importable.
+Attention gradients for q, k, v (causal, document buffer, soft-capping param, GQA, non-contiguous
+views), the fused loss's gradients for e and every weight and bias, torch.no_grad, a small model
+composed of both, torch.compile (opaque op), and torch.autograd.gradcheck of both backwards. The
+C ABI takes no float64 tensors (and the CPU backend computes in f32), so gradcheck runs in
+float32 on tiny shapes with a step and tolerances sized for f32, beside the f32 results against
+fp64 references. The CUDA tests are in test_torch_cuda.py. Skipped as a whole when torch is not
+importable.
 """
 
 from __future__ import annotations
 
 import unittest
+import warnings
 
-from support import SEED, tilejit
+from support import tilejit
 
 try:
     import torch
-    import torch.nn.functional as F
 except ImportError:  # the CPU-only CI has no torch
     torch = None
 
-CUDA = torch is not None and torch.cuda.is_available() and tilejit.gpu_available()
-
-
-def generator(stream: int) -> "torch.Generator":
-    return torch.Generator().manual_seed(SEED * 1000 + stream)
-
-
-def randn(gen, *shape, dtype=None, device="cpu", scale=1.0, grad=True):
-    x = (scale * torch.randn(*shape, generator=gen, dtype=torch.float64))
-    x = x.to(dtype=dtype or torch.float32, device=device)
-    return x.requires_grad_(grad)
-
-
-def reference_attention(q, k, v, mask, score_mod=None, scale=None):
-    """fp64 attention with torch autograd (mask: bool [.., Sq, Skv], rows never empty)."""
-    q, k, v = (x.double() for x in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = (scale if scale is not None else q.shape[-1] ** -0.5) * q @ k.transpose(-1, -2)
-    if score_mod is not None:
-        s = score_mod(s)
-    return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
-
-
-def reference_loss(e, segments, begins, targets, reduction="mean", ignore_index=-100):
-    """fp64 cross-entropy over the live ids of a segmented vocabulary."""
-    logits = torch.cat([e.double() @ w.double().T + (b.double() if b is not None else 0)
-                        for w, b in segments], 1)
-    ids = torch.cat([b0 + torch.arange(w.shape[0]) for b0, (w, _) in zip(begins, segments)])
-    kept = targets != ignore_index
-    col = torch.searchsorted(ids.to(targets.device), torch.where(kept, targets, ids[0]))
-    col = torch.where(kept, col, torch.full_like(col, -100))
-    return F.cross_entropy(logits, col, ignore_index=-100, reduction=reduction)
-
-
-def causal(sq, skv, device="cpu"):
-    return torch.arange(sq, device=device)[:, None] >= torch.arange(skv, device=device)[None]
-
-
-def sorted_docs(gen, batch, seq, docs):
-    cuts = torch.stack([torch.randperm(seq - 1, generator=gen)[:docs - 1] + 1
-                        for _ in range(batch)]).sort(1).values
-    return torch.searchsorted(cuts, torch.arange(seq).expand(batch, seq).contiguous(),
-                              right=True).to(torch.int32)
+if torch is not None:
+    from torch_reference import (brute_force_tile_counts, causal, document_causal_mask,
+                                 generator, randn, reference_attention, reference_loss,
+                                 reference_loss_terms, sorted_docs)
 
 
 @unittest.skipIf(torch is None, "torch is not importable")
@@ -133,6 +95,18 @@ class TorchAttentionTest(unittest.TestCase):
         self.compare(lse, want_lse, 2e-5, 2e-4, "lse")
         out, lse = tilejit.attention(q, k, v, tilejit.programs.causal(), return_lse=True)
         self.assertFalse(lse.requires_grad)  # lse is an output without gradient
+
+    def test_block_mask_counts_against_brute_force(self):
+        # The CPU analysis with the tiles the CUDA tests use; brute force counts the dense mask.
+        gen = generator(7)
+        doc = sorted_docs(gen, 2, 700, 4)
+        mask = tilejit.block_mask(tilejit.programs.doc_softcap(), 2, 4, 700, 700,
+                                  buffers={"doc": doc}, params={"cap": 5.0})
+        shape = mask.shape
+        self.assertEqual((shape.batch, shape.heads, shape.block_q, shape.block_kv),
+                         (2, 1, 128, 64))
+        want = brute_force_tile_counts(document_causal_mask(doc), shape.block_q, shape.block_kv)
+        self.assertEqual(tuple(mask.counts), want)
 
     def test_float64_is_refused_naming_the_tensor(self):
         # No f64 in the C ABI (tj_dtype), hence no fp64 gradcheck of the library itself.
@@ -207,6 +181,46 @@ class TorchLossTest(unittest.TestCase):
         torch.testing.assert_close(rows.double(), want_rows, atol=2e-5, rtol=2e-4)
         self.assertEqual(lse.shape, (33,))
 
+    def test_softcap_smoothing_z_loss_rows_and_lse(self):
+        # The same terms the CUDA tests check in bf16, here in f32 on the CPU backend.
+        program = tilejit.program(
+            "loss terms {\n  param cap : f32\n  segment base : [0, 40) weight W0\n"
+            "  segment extra : [47, 60) weight W1 bias b1\n  logit = cap * tanh(logit / cap)\n"
+            "  label_smoothing = 0.1\n  z_loss = 0.001\n}\n")
+        leaves = (self.e, self.w0, self.w1, self.b1)
+        loss, rows, lse = tilejit.linear_cross_entropy(
+            self.e, [self.w0, (self.w1, self.b1)], self.targets, program, params={"cap": 3.0},
+            filter_threshold=0.0, return_rows=True)
+        want, want_rows, want_lse = reference_loss_terms(
+            self.e, [(self.w0, None), (self.w1, self.b1)], [0, 47], self.targets, cap=3.0,
+            smoothing=0.1, z_loss=0.001)
+        for what, got, ref in (("loss", loss, want), ("rows", rows, want_rows),
+                               ("lse", lse, want_lse)):
+            torch.testing.assert_close(got.double(), ref.detach(), atol=2e-5, rtol=2e-4,
+                                       msg=lambda m: f"{what}: {m}")
+        for name, g, w in zip(("e", "W0", "W1", "b1"), torch.autograd.grad(loss, leaves),
+                              torch.autograd.grad(want, leaves)):
+            torch.testing.assert_close(g.double(), w.double(), atol=2e-5, rtol=2e-4,
+                                       msg=lambda m: f"d{name}: {m}")
+
+    def test_weights_bound_by_name_get_gradients_from_backward(self):
+        # Segments left out of `segments` come from the buffers by the program's names; the
+        # backward follows the program's layout and returns every segment's gradients.
+        program = tilejit.program(self.PROGRAM.replace("REDUCTION", "sum"))
+        e, w0, w1, b1 = (x.detach() for x in (self.e, self.w0, self.w1, self.b1))
+        run = tilejit.linear_cross_entropy_forward(
+            e, [], self.targets, program, buffers={"W0": w0, "W1": w1, "b1": b1},
+            filter_threshold=0.0)
+        d_e, [(d_w0, d_b0), (d_w1, d_b1)] = run.backward()
+        self.assertIsNone(d_b0)
+        leaves = [x.clone().requires_grad_() for x in (e, w0, w1, b1)]
+        want = reference_loss(leaves[0], [(leaves[1], None), (leaves[2], leaves[3])], [0, 47],
+                              self.targets, "sum")
+        for name, g, w in zip(("e", "W0", "W1", "b1"), (d_e, d_w0, d_w1, d_b1),
+                              torch.autograd.grad(want, leaves)):
+            torch.testing.assert_close(g.double(), w.double(), atol=2e-5, rtol=2e-4,
+                                       msg=lambda m: f"d{name}: {m}")
+
     def test_frozen_weights_get_no_gradient(self):
         program = tilejit.program(self.PROGRAM.replace("REDUCTION", "mean"))
         w0 = self.w0.detach()
@@ -266,55 +280,67 @@ class TorchModelTest(unittest.TestCase):
                                        msg=lambda m: f"parameter {i}: {m}")
 
 
-@unittest.skipIf(not CUDA, "no CUDA device for torch and tilejit")
-class TorchCudaTest(unittest.TestCase):
-    """bf16 on the GPU, on a side stream, with torch's sync debug mode set to error: the
-    wrapper itself never synchronises the host."""
+@unittest.skipIf(torch is None, "torch is not importable")
+class TorchGradcheckTest(unittest.TestCase):
+    """torch.autograd.gradcheck of the library's backwards on the CPU backend: finite
+    differences of the library's own forward against its backward, element by element of the
+    Jacobian. In float32 (f64 is not a tensor dtype of the C ABI), hence a step of 1e-2: the
+    central difference's truncation and f32 rounding errors then stay near 4e-5 on these
+    shapes (1e-1 and 1e-3 give 4e-3 and 1e-4), a tenth of the tolerance, while a gradient 1%
+    off fails (test_gradcheck_sees_a_wrong_gradient)."""
 
-    def test_attention_bf16_on_a_side_stream(self):
-        gen = generator(30)
-        for dim in (64, 128):
-            q, k, v = (randn(gen, 2, 4, 200, dim, dtype=torch.bfloat16, device="cuda")
-                       for _ in range(3))
-            doc = sorted_docs(gen, 2, 200, 3).cuda()
-            d_out = torch.randn(q.shape, generator=gen).to(q)
-            program = tilejit.programs.document_causal()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                torch.cuda.set_sync_debug_mode("error")
-                try:
-                    out = tilejit.attention(q, k, v, program, buffers={"doc": doc})
-                    grads = torch.autograd.grad(out, (q, k, v), d_out)
-                finally:
-                    torch.cuda.set_sync_debug_mode("default")
-            stream.synchronize()
-            self.assertEqual((out.dtype, out.device), (torch.bfloat16, q.device))
-            mask = (doc[:, None, :, None] == doc[:, None, None, :]) & causal(200, 200, "cuda")
-            want = reference_attention(q, k, v, mask)
-            want_grads = torch.autograd.grad(want, (q, k, v), d_out.double())
-            torch.testing.assert_close(out.double(), want, atol=2e-2, rtol=2e-2)
-            for g, w in zip(grads, want_grads):
-                self.assertEqual(g.dtype, torch.bfloat16)
-                torch.testing.assert_close(g.double(), w.double(), atol=5e-2, rtol=5e-2)
+    EPS, ATOL, RTOL = 1e-2, 4e-4, 1e-3
 
-    def test_loss_bf16(self):
-        gen = generator(31)
-        e = randn(gen, 256, 64, dtype=torch.bfloat16, device="cuda")
-        w0 = randn(gen, 1000, 64, dtype=torch.bfloat16, device="cuda", scale=0.1)
-        w1 = randn(gen, 72, 64, dtype=torch.bfloat16, device="cuda", scale=0.1)
-        ids = torch.cat([torch.arange(1000), 1010 + torch.arange(72)]).cuda()
-        targets = ids[torch.randint(0, 1072, (256,), generator=gen).cuda()]  # int64: converted
-        program = tilejit.program("loss two {\n  segment a : [0, 1000) weight A\n"
-                                  "  segment b : [1010, 1082) weight B\n}\n")
-        loss = tilejit.linear_cross_entropy(e, [w0, w1], targets, program, filter_threshold=0.0)
-        want = reference_loss(e, [(w0, None), (w1, None)], [0, 1010], targets)
-        torch.testing.assert_close(loss.double(), want, atol=2e-2, rtol=1e-2)
-        got = torch.autograd.grad(loss, (e, w0, w1))
-        expect = torch.autograd.grad(want, (e, w0, w1))
-        for g, w in zip(got, expect):
-            self.assertEqual(g.dtype, torch.bfloat16)
-            torch.testing.assert_close(g.double(), w.double(), atol=2e-3, rtol=5e-2)
+    def gradcheck(self, fn, inputs, **kwargs):
+        with warnings.catch_warnings():  # it warns that f32 inputs are likely to fail
+            warnings.filterwarnings("ignore", "Input #", UserWarning)
+            return torch.autograd.gradcheck(fn, inputs, eps=self.EPS, atol=self.ATOL,
+                                            rtol=self.RTOL, nondet_tol=0.0, **kwargs)
+
+    def test_float64(self):
+        self.skipTest("float64 is not a supported tensor dtype (tj_dtype has no f64, and the CPU "
+                      "backend computes in f32): gradcheck runs in float32 on tiny shapes, with "
+                      "eps and atol sized for f32, in the other tests of this class")
+
+    def test_attention_document_softcap_gqa(self):
+        gen = generator(40)
+        q = randn(gen, 1, 2, 7, 4)
+        k, v = randn(gen, 1, 1, 7, 4), randn(gen, 1, 1, 7, 4)
+        doc = torch.tensor([[0, 0, 0, 1, 1, 2, 2]], dtype=torch.int32)
+        program = tilejit.programs.doc_softcap()
+        self.assertTrue(self.gradcheck(lambda q, k, v: tilejit.attention(
+            q, k, v, program, buffers={"doc": doc}, params={"cap": 1.5}, scale=0.7), (q, k, v)))
+
+    def test_loss_two_segments_softcap_smoothing_z_loss(self):
+        gen = generator(41)
+        program = tilejit.program(
+            "loss tiny {\n  param cap : f32\n  segment a : [0, 5) weight W0\n"
+            "  segment b : [8, 11) weight W1 bias b1\n  logit = cap * tanh(logit / cap)\n"
+            "  label_smoothing = 0.1\n  z_loss = 0.01\n  reduction = none\n}\n")
+        e = randn(gen, 4, 3)
+        w0, w1, b1 = randn(gen, 5, 3, scale=0.5), randn(gen, 3, 3, scale=0.5), randn(gen, 3)
+        targets = torch.tensor([1, 9, -100, 10], dtype=torch.int32)
+        self.assertTrue(self.gradcheck(lambda e, w0, w1, b1: tilejit.linear_cross_entropy(
+            e, [w0, (w1, b1)], targets, program, params={"cap": 2.0}, filter_threshold=0.0),
+            (e, w0, w1, b1)))
+
+    def test_gradcheck_sees_a_wrong_gradient(self):
+        # The check itself: the library's attention with its backward scaled by 1.01 fails.
+        gen = generator(42)
+        q, k, v = (randn(gen, 1, 1, 5, 4) for _ in range(3))
+        program = tilejit.programs.causal()
+
+        class Scaled(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                return 1.01 * g
+
+        fn = lambda q, k, v: tilejit.attention(Scaled.apply(q), k, v, program)
+        self.assertFalse(self.gradcheck(fn, (q, k, v), raise_exception=False))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ DTYPE_NAMES = {
 PROGRAM_ATTENTION = 1
 PROGRAM_LOSS = 2
 
+# tj_reduction values.
+REDUCTION_NAMES = {0: "none", 1: "sum", 2: "mean"}
+
 
 class Tensor(Structure):
     """tj_tensor: a strided view; shape and strides point at int64 arrays the caller keeps."""
@@ -43,6 +46,18 @@ class Tensor(Structure):
         ("shape", POINTER(c_int64)),
         ("strides", POINTER(c_int64)),
         ("device", c_int32),
+    ]
+
+
+class SegmentInfo(Structure):
+    """tj_segment_info: a loss program's segment; the strings belong to the program."""
+
+    _fields_ = [
+        ("name", c_char_p),
+        ("begin", c_int64),
+        ("end", c_int64),
+        ("weight", c_char_p),
+        ("bias", c_char_p),
     ]
 
 
@@ -100,6 +115,8 @@ _STATUS_FUNCTIONS = {
     "tj_program_text": [Handle, POINTER(c_char_p)],
     "tj_program_hash": [Handle, POINTER(c_char_p)],
     "tj_program_segment_count": [Handle, POINTER(c_int32)],
+    "tj_program_reduction": [Handle, POINTER(c_int)],
+    "tj_program_segment": [Handle, c_int32, POINTER(SegmentInfo)],
     "tj_bindings_create": [POINTER(Handle)],
     "tj_bindings_set_buffer": [Handle, c_char_p, TensorPtr],
     "tj_bindings_set_f32": [Handle, c_char_p, c_float],
@@ -133,9 +150,19 @@ _DESTROY_FUNCTIONS = (
 )
 
 
+def _function(lib: ctypes.CDLL, name: str) -> Any:
+    try:
+        return getattr(lib, name)
+    except AttributeError:
+        raise OSError(
+            f"{_library.loaded_path()} has no {name}: it is older than this tilejit package "
+            f"(rebuild the CMake target tilejit_c, or set ${_library.LIBRARY_ENV} to a current "
+            f"build's library)") from None
+
+
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name, argtypes in _STATUS_FUNCTIONS.items():
-        fn = getattr(lib, name)
+        fn = _function(lib, name)
         fn.argtypes = argtypes
         fn.restype = c_int
     for name in _DESTROY_FUNCTIONS:

@@ -18,8 +18,10 @@ strings, and a fake-tensor implementation of every output: not done.)
 On the GPU, calls run on the current stream of the tensors' device, and the backward on the
 stream autograd runs it on. What synchronises the host is the library's: the loss forward reads
 back its kept-row count once, and building a block mask from buffers in device memory waits for
-the analysis; attention without a block_mask builds one per call (shared by its forward and
-backward), so pass one built once per batch to keep a step free of host synchronisation.
+its stream (the mask comes back to host memory); attention without a block_mask builds one per
+call (shared by its forward and backward), so pass one built once per batch to keep a step free
+of host synchronisation (python/tests/test_torch_cuda.py checks that such a step returns while
+its stream is still busy).
 """
 
 from __future__ import annotations

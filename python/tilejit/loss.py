@@ -23,7 +23,7 @@ from ._capi import Handle
 from ._dlpack import Exported, optional_ref
 from ._operands import Placement
 from .errors import InvalidArgumentError
-from .programs import Program
+from .programs import Program, Segment
 
 SegmentArg = Union[Any, Tuple[Any, Optional[Any]]]
 
@@ -89,7 +89,9 @@ class LinearCrossEntropyForward:
             _capi.call("tj_linear_ce_forward", program.handle, ctypes.byref(inputs),
                        self.bindings.handle, ctypes.byref(options), ctypes.byref(outputs),
                        p.stream_handle, ctypes.byref(self._state))
-        self.reduction: str = program.reduction  # a loss program: the call checked it
+        # A loss program (the call checked it): its reduction and layout, from the library.
+        self.reduction: str = program.reduction
+        self._layout = program.segments
 
     @property
     def loss(self) -> Any:
@@ -106,21 +108,23 @@ class LinearCrossEntropyForward:
         return rows.value, kept.value
 
     def backward(self, grad_loss: Any = None) -> Tuple[Any, List[Tuple[Any, Optional[Any]]]]:
-        """(d_e, [(d_weight, d_bias or None) per segment]).
+        """(d_e, [(d_weight, d_bias or None) per segment of the program]).
 
         grad_loss: dL/dloss, a number or one-element array for reductions mean and sum, an [N]
         array for none (None: 1 everywhere). On the host the gradients take the inputs' dtypes;
-        on the GPU they are float32."""
+        on the GPU they are float32. A weight or bias bound by name in ``buffers`` rather than
+        passed in ``segments`` gets its gradient too (the library computes every segment's)."""
         p = self.placement
         e_grad = self._grad_loss(grad_loss)
         grad_dtype = "float32" if p.on_gpu else None  # the GPU kernels write f32
         d_e, e_de = p.output_like(self._hidden.source, "d_hidden", grad_dtype)
         grads: List[Tuple[Any, Optional[Any]]] = []
         exported: List[Tuple[Exported, Optional[Exported]]] = []
-        for i, (ew, eb) in enumerate(self._segments):
-            dw, e_dw = p.output_like(ew.source, f"d_segments[{i}].weight", grad_dtype)
-            db, e_db = (p.output_like(eb.source, f"d_segments[{i}].bias", grad_dtype)
-                        if eb is not None else (None, None))
+        for i, segment in enumerate(self._layout):
+            weight, bias = self._segment_sources(i, segment)
+            dw, e_dw = p.output_like(weight, f"d_segments[{i}].weight", grad_dtype)
+            db, e_db = (p.output_like(bias, f"d_segments[{i}].bias", grad_dtype)
+                        if bias is not None else (None, None))
             grads.append((dw, db))
             exported.append((e_dw, e_db))
         seg_grads = (_capi.SegmentGradients * max(len(exported), 1))(
@@ -129,6 +133,17 @@ class LinearCrossEntropyForward:
             _capi.call("tj_linear_ce_backward", self._state, e_grad.ref, e_de.ref,
                        seg_grads if exported else None, len(exported), p.stream_handle)
         return d_e, grads
+
+    def _segment_sources(self, i: int, segment: Segment) -> Tuple[Any, Optional[Any]]:
+        """Segment i's weight and bias (None when the program gives it none) as the forward
+        took them: from ``segments``, else from the buffers under the program's names."""
+        given = self._segments[i] if self._segments else None
+        weight = given[0].source if given else self.bindings.buffers[segment.weight]
+        if segment.bias is None:
+            return weight, None
+        if given and given[1] is not None:
+            return weight, given[1].source
+        return weight, self.bindings.buffers[segment.bias]
 
     def _grad_loss(self, grad_loss: Any) -> Exported:
         p = self.placement

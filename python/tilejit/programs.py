@@ -19,14 +19,28 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Tuple, Union
 
 from . import _capi
 from ._capi import Handle
 
 ATTENTION = "attention"
 LOSS = "loss"
+
+
+class Segment(NamedTuple):
+    """One vocabulary segment of a loss program: global ids ``[begin, end)``, and the names its
+    weight ``[end - begin, D]`` and bias (None: no bias) are bound by."""
+
+    name: str
+    begin: int
+    end: int
+    weight: str
+    bias: Optional[str]
+
+    @property
+    def size(self) -> int:
+        return self.end - self.begin
 
 
 class Program:
@@ -62,12 +76,24 @@ class Program:
 
     @property
     def reduction(self) -> str:
-        """A loss program's reduction: "mean", "sum" or "none" (read from the canonical text,
-        which always spells it out)."""
-        if self.kind != LOSS:
-            raise AttributeError(f"program {self.name} is an attention program: no reduction")
-        match = re.search(r"^\s*reduction\s*=\s*(none|sum|mean)\s*$", self.text, re.MULTILINE)
-        return match.group(1) if match else "mean"
+        """A loss program's reduction: "mean", "sum" or "none" (InvalidArgumentError for an
+        attention program)."""
+        value = ctypes.c_int()
+        _capi.call("tj_program_reduction", self._handle, ctypes.byref(value))
+        return _capi.REDUCTION_NAMES[value.value]
+
+    @property
+    def segments(self) -> Tuple[Segment, ...]:
+        """A loss program's segments in its order, the order of the weights a loss call takes
+        (InvalidArgumentError for an attention program)."""
+        segments = []
+        for i in range(self.segment_count):
+            info = _capi.SegmentInfo()
+            _capi.call("tj_program_segment", self._handle, i, ctypes.byref(info))
+            segments.append(Segment(_capi.decode(info.name), info.begin, info.end,
+                                    _capi.decode(info.weight),
+                                    _capi.decode(info.bias) if info.bias else None))
+        return tuple(segments)
 
     def __repr__(self) -> str:
         return f"<tilejit.Program {self.kind} {self.name} {self.hash[:12]}>"

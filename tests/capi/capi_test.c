@@ -57,6 +57,36 @@ void test_programs(void) {
   EXPECT_OK(tj_program_segment_count(loss, &segments));
   CHECK(kind == TJ_PROGRAM_LOSS);
   CHECK(segments == 2);
+  tj_reduction reduction = TJ_REDUCTION_NONE;
+  EXPECT_OK(tj_program_reduction(loss, &reduction));
+  CHECK(reduction == TJ_REDUCTION_MEAN); /* the default */
+  tj_segment_info seg;
+  EXPECT_OK(tj_program_segment(loss, 0, &seg));
+  CHECK(strcmp(seg.name, "base") == 0 && strcmp(seg.weight, "W_base") == 0);
+  CHECK(seg.begin == 0 && seg.end == 151936 && seg.bias == NULL);
+  EXPECT_OK(tj_program_segment(loss, 1, &seg));
+  CHECK(strcmp(seg.name, "extra") == 0 && strcmp(seg.weight, "W_extra") == 0);
+  CHECK(seg.begin == 152066 && seg.end == 153090 && seg.bias == NULL);
+
+  /* A layout written here: a bias, a reduction, segments in the order they are declared. */
+  tj_program* head = NULL;
+  EXPECT_OK(tj_program_from_text("loss head {\n  segment text : [0, 100) weight W\n"
+                                 "  segment act : [110, 134) weight A bias a\n"
+                                 "  reduction = sum\n}\n",
+                                 NULL, &head));
+  EXPECT_OK(tj_program_reduction(head, &reduction));
+  CHECK(reduction == TJ_REDUCTION_SUM);
+  EXPECT_OK(tj_program_segment(head, 1, &seg));
+  CHECK(strcmp(seg.name, "act") == 0 && seg.begin == 110 && seg.end == 134);
+  CHECK(strcmp(seg.weight, "A") == 0 && seg.bias != NULL && strcmp(seg.bias, "a") == 0);
+  tj_program* none = NULL;
+  EXPECT_OK(tj_program_from_text("loss rows {\n  segment v : [0, 8) weight W\n"
+                                 "  reduction = none\n}\n",
+                                 NULL, &none));
+  EXPECT_OK(tj_program_reduction(none, &reduction));
+  CHECK(reduction == TJ_REDUCTION_NONE);
+  tj_program_destroy(head);
+  tj_program_destroy(none);
 
   tj_program_destroy(p);
   tj_program_destroy(again);

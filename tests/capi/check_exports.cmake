@@ -19,8 +19,10 @@ foreach(line IN LISTS lines)
   endif()
   math(EXPR exported "${exported} + 1")
 endforeach()
-foreach(required tj_last_error tj_program_from_text tj_attention_forward tj_linear_ce_backward)
-  if(NOT symbols MATCHES "${required}")
+foreach(required tj_last_error tj_program_from_text tj_program_segment_count tj_program_reduction
+                 tj_program_segment tj_attention_forward tj_linear_ce_backward)
+  # The whole name ("tj_program_segment" is also a prefix of "tj_program_segment_count").
+  if(NOT symbols MATCHES "[ \t]${required}(@[^\n]*)?(\n|$)")
     message(FATAL_ERROR "${LIBRARY} does not export ${required}")
   endif()
 endforeach()

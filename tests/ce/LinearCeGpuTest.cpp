@@ -605,7 +605,7 @@ TEST_F(LinearCeGpu, OrderedForwardOverEveryTileMatchesTheExactResult) {
   ordered.check();
   EXPECT_TRUE(ordered.ordered_forward());
   EXPECT_FALSE(ordered.ordered_backward());
-  EXPECT_GE(ordered.surviving(), kDenseBackwardSurvival);
+  EXPECT_GE(ordered.surviving(), kOrderedBackwardSurvival);
   RelErr diff;
   for (size_t i = 0; i < exact.last_d_hidden().size(); ++i)
     diff.add(ordered.last_d_hidden()[i], exact.last_d_hidden()[i]);
@@ -620,7 +620,7 @@ TEST_F(LinearCeGpu, NaturalOrderFilterOverEveryTileIsTheExactBackward) {
   Problem filtered(flat_case("flat_natural_filtered", -1, VocabOrdering::Natural));
   filtered.check();
   EXPECT_GT(filtered.last_threshold(), 0.f);
-  EXPECT_GE(filtered.surviving(), kDenseBackwardSurvival);
+  EXPECT_GE(filtered.surviving(), kNaturalBackwardSurvival);
   EXPECT_FALSE(filtered.ordered_backward());
   ASSERT_EQ(exact.last_d_hidden().size(), filtered.last_d_hidden().size());
   EXPECT_EQ(std::memcmp(exact.last_d_hidden().data(), filtered.last_d_hidden().data(),
@@ -655,7 +655,7 @@ TEST_F(LinearCeGpu, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) 
   p.check();
   EXPECT_TRUE(p.ordered_forward());
   EXPECT_FALSE(p.ordered_backward());
-  EXPECT_GE(p.surviving(), kDenseBackwardSurvival);
+  EXPECT_GE(p.surviving(), kOrderedBackwardSurvival);
   EXPECT_TRUE(state->stats().set_aside);
   p.check();  // second forward: no rebuild due, unfiltered
   EXPECT_FALSE(p.ordered_forward());

@@ -98,11 +98,15 @@ TEST(VocabOrderPlan, InverseOrderInvertsAndRejectsNonPermutations) {
 TEST(VocabOrderPlan, BackwardKeepsTheOrderUnlessNearlyEveryTileSurvives) {
   EXPECT_DOUBLE_EQ(surviving_fraction(25, 100), 0.25);
   EXPECT_DOUBLE_EQ(surviving_fraction(0, 0), 1.0);
-  EXPECT_TRUE(filter_backward(0, 100));
-  EXPECT_TRUE(filter_backward(94, 100));
-  EXPECT_FALSE(filter_backward(95, 100));
-  EXPECT_FALSE(filter_backward(100, 100));
-  EXPECT_FALSE(filter_backward(0, 0));
+  for (bool ordered : {false, true}) {
+    EXPECT_TRUE(filter_backward(0, 100, ordered));
+    EXPECT_FALSE(filter_backward(100, 100, ordered));
+    EXPECT_FALSE(filter_backward(0, 0, ordered));
+  }
+  EXPECT_TRUE(filter_backward(94, 100, false));
+  EXPECT_FALSE(filter_backward(95, 100, false));
+  EXPECT_TRUE(filter_backward(64, 100, true));
+  EXPECT_FALSE(filter_backward(65, 100, true));
 }
 
 // ---- the reusable state --------------------------------------------------------------------

@@ -300,7 +300,7 @@ struct Runner {
       for (int c : visited) v += c;
       const int64_t total = int64_t(ws.row_tiles) * layout.num_tiles;
       surviving = tilejit::surviving_fraction(v, total);
-      const bool filter = tilejit::filter_backward(v, total);
+      const bool filter = tilejit::filter_backward(v, total, o.order != Order::Natural);
       kept_order = o.order != Order::Natural && filter;
       if (!filter) {
         tile_max = nullptr;
