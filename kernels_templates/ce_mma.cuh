@@ -107,41 +107,57 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
 
 // A CTA computes an M x N tile (M a multiple of 64) in K steps of 64 through a kStages-deep
 // cp.async pipeline; (M/64) x (N/WarpN) warps, each a 64 x WarpN warp tile:
-// acc[4 m16][kNI n8][4]. Thread (warp, lane) holds tile rows acc_row(mi, h) for
-// acc[mi][..][2h, 2h+1] and columns acc_col(ni), acc_col(ni) + 1. 64 x 32 warp tiles fit in 128
-// registers (two 8-warp CTAs per SM); 64 x 64 warp tiles need ~230 (one CTA per SM).
+// acc[4 m16][kNI n8][4]. 64 x 32 warp tiles fit in 128 registers (two 8-warp CTAs per SM);
+// 64 x 64 warp tiles need ~230 (one CTA per SM).
+//
+// The accumulator interface every CTA type offers (this one and the Hopper CeWgCta,
+// ce_wgmma.cuh), so that epilogues are written once: Acc is float[kMI][kNI][4]; the thread holds
+// tile rows row(mi, h) in acc[mi][..][2h, 2h+1] and columns col(ni), col(ni) + 1 of each; its
+// columns all lie in the kWarpsN-th part col_warp() of the tile (kWarpsN parts of N / kWarpsN
+// columns, reduced across warps through shared memory), and the four lanes of a quad share rows.
 template <int M, int N, int Stages, int WarpN = 32>
 struct CeCta {
+  static constexpr bool kWgmma = false;
   static constexpr int kM = M, kN = N, kK = 64, kStages = Stages, kWarpN = WarpN;
   static constexpr int kWarpsM = M / 64, kWarpsN = N / WarpN, kThreads = 32 * kWarpsM * kWarpsN;
-  static constexpr int kNI = WarpN / 8;
+  static constexpr int kMI = 4, kNI = WarpN / 8;
   static constexpr int kAElems = M * 64, kBElems = N * 64, kStageElems = kAElems + kBElems;
   static constexpr int kSmemBytes = kStages * kStageElems * 2;
-  typedef float Acc[4][kNI][4];
+  typedef float Acc[kMI][kNI][4];
+
+  __device__ static __forceinline__ int warp_m() { return (threadIdx.x >> 5) % kWarpsM; }
+  __device__ static __forceinline__ int col_warp() { return (threadIdx.x >> 5) / kWarpsM; }
+  __device__ static __forceinline__ int row(int mi, int h) {
+    return warp_m() * 64 + mi * 16 + h * 8 + ((threadIdx.x & 31) >> 2);
+  }
+  __device__ static __forceinline__ int col(int ni) {
+    return col_warp() * kWarpN + ni * 8 + (threadIdx.x & 3) * 2;
+  }
 };
 
 template <class Cta>
 __device__ __forceinline__ int warp_m() {
-  return (threadIdx.x >> 5) % Cta::kWarpsM;
+  return Cta::warp_m();
 }
 template <class Cta>
 __device__ __forceinline__ int warp_n() {
-  return (threadIdx.x >> 5) / Cta::kWarpsM;
+  return Cta::col_warp();
 }
 template <class Cta>
 __device__ __forceinline__ int acc_row(int mi, int h) {
-  return warp_m<Cta>() * 64 + mi * 16 + h * 8 + ((threadIdx.x & 31) >> 2);
+  return Cta::row(mi, h);
 }
 template <class Cta>
 __device__ __forceinline__ int acc_col(int ni) {
-  return warp_n<Cta>() * Cta::kWarpN + ni * 8 + (threadIdx.x & 3) * 2;
+  return Cta::col(ni);
 }
 
 template <class Acc>
 __device__ __forceinline__ void zero_acc(Acc& acc) {
+  constexpr int kMI = sizeof(acc) / sizeof(acc[0]);
   constexpr int kNI = sizeof(acc[0]) / sizeof(acc[0][0]);
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMI; ++i)
 #pragma unroll
     for (int j = 0; j < kNI; ++j)
 #pragma unroll
@@ -150,9 +166,10 @@ __device__ __forceinline__ void zero_acc(Acc& acc) {
 
 template <class Acc>
 __device__ __forceinline__ void copy_acc(const Acc& from, Acc& to) {
+  constexpr int kMI = sizeof(from) / sizeof(from[0]);
   constexpr int kNI = sizeof(from[0]) / sizeof(from[0][0]);
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMI; ++i)
 #pragma unroll
     for (int j = 0; j < kNI; ++j)
 #pragma unroll

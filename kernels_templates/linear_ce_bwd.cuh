@@ -39,6 +39,7 @@
 // linear_ce_row_grad, every dC row and dbias entry is written by this pass.
 #pragma once
 
+#include "ce_wgmma.cuh"
 #include "linear_ce_common.cuh"
 
 namespace tilejit_ce {
@@ -246,12 +247,33 @@ __device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16*
   }
 }
 
+// The gradient tile's Hopper CTA: CeGradCta's shape, threads and shared memory, as two
+// warpgroups of 64 x 128 (ce_wgmma.cuh); used where the module asks for it (kSm90Loop) and is
+// compiled for sm_90a, never with kKl. ptxas (CUDA 13.0, sm_90a, gemma2_softcap module): 110
+// registers (two CTAs per SM), no spills, 4 HGMMA 64x128x16 per K step (the portable loop: 125).
+typedef CeWgCta<kTileRows, kTileIds, 3> CeGradWgCta;
+static_assert(CeGradWgCta::kThreads == CeGradCta::kThreads &&
+                  CeGradWgCta::kSmemBytes == CeGradCta::kSmemBytes,
+              "both gradient loops launch alike");
+template <bool kSm90Loop>
+struct CeGradCtaOf {
+  typedef CeGradCta type;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeGradCtaOf<true> {
+  typedef CeGradWgCta type;
+};
+#endif
+
 // Grid (row tiles, chunk tiles); CeGradCta::kThreads threads (launch bounds: two CTAs per SM;
 // one with kKl, whose second GEMM recomputes the teacher's tile: ks = max(ceil(D / 64),
 // ceil(D_t / 64)) K steps each, as in linear_ce_fwd_kl).
-template <class Prog, class Args, bool kF16, bool kKl = false>
+template <class Prog, class Args, bool kF16, bool kKl = false, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdParams& p) {
-  extern __shared__ __align__(128) u16 smem[];
+  typedef typename CeGradCtaOf<kSm90Loop && !kKl>::type Cta;
+  extern __shared__ __align__(1024) u16 grad_smem[];  // 1024: the Hopper loop's swizzle patterns
+  u16* smem = grad_smem;
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const CeTeacher& T = p.kl.teacher;
@@ -263,44 +285,48 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   const int lbase = (tile - S.first_tile) * kTileIds;
   u16* stage = smem;
 
-  const int ksteps = kKl ? (max(R.dim, T.dim) + CeGradCta::kK - 1) / CeGradCta::kK
-                         : (R.dim + CeGradCta::kK - 1) / CeGradCta::kK;
+  const int ksteps =
+      kKl ? (max(R.dim, T.dim) + Cta::kK - 1) / Cta::kK : (R.dim + Cta::kK - 1) / Cta::kK;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const bool of_teacher = kKl && step >= ksteps;
-    const int k0 = (step - (of_teacher ? ksteps : 0)) * CeGradCta::kK;
+    const int k0 = (step - (of_teacher ? ksteps : 0)) * Cta::kK;
     const u16* hidden = of_teacher ? T.hidden : R.hidden;
     const long long stride = of_teacher ? T.hidden_stride : R.hidden_stride;
     const int dim = of_teacher ? T.dim : R.dim;
-    load_kmajor<kTileRows, CeGradCta::kThreads>(
+    load_kmajor<kTileRows, Cta::kThreads>(
         a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0});
-    load_kmajor<kTileIds, CeGradCta::kThreads>(
+    load_kmajor<kTileIds, Cta::kThreads>(
         b_tile, weight_rows(of_teacher ? T.layout.seg[s] : S, lbase, k0, dim - k0));
   };
-  CeGradCta::Acc acc, teacher;  // the student's logits; with kKl, the teacher's
+  typename Cta::Acc acc, teacher;  // the student's logits; with kKl, the teacher's
   if (kKl) {
-    CeGradCta::Acc student;
-    auto keep = [&](int half, CeGradCta::Acc& a) {  // two copies: no dynamically indexed array
+    typename Cta::Acc student;
+    auto keep = [&](int half, typename Cta::Acc& a) {  // two copies: no dynamically indexed array
       if (half)
         copy_acc(a, teacher);
       else
         copy_acc(a, student);
     };
-    gemm_loop<CeGradCta, kF16, true, true>(smem, 2 * ksteps, ksteps, load, keep, acc);
+    ce_gemm_loop<Cta, kF16, true, true>(smem, 2 * ksteps, ksteps, load, keep, acc);
     copy_acc(student, acc);
   } else {  // one tile: the accumulators stay as they are at the end
-    gemm_loop<CeGradCta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
+    ce_gemm_loop<Cta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
   }
+  // With the Hopper loop, ptxas (CUDA 13.0) serialises every product (C7515: "non wgmma
+  // instructions defining accumulator registers") unless the epilogue starts a new region; a
+  // barrier that exits nowhere is enough. Check `ptxas -v` when touching this.
+  if (Cta::kWgmma && !__syncthreads_or(1)) return;
 
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < Cta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int r = acc_row<CeGradCta>(mi, h), k = row0 + r;
+      int r = Cta::row(mi, h), k = row0 + r;
       bool row_ok = k < R.n_kept;
       int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
 #pragma unroll
-      for (int ni = 0; ni < CeGradCta::kNI; ++ni) {
-        int col = acc_col<CeGradCta>(ni);
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        int col = Cta::col(ni);
         float g2[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
@@ -458,7 +484,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
 
   const float smooth = p.uniform;
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < CeProductCta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       int k = rt * kTileRows + acc_row<CeProductCta>(mi, h);
@@ -521,7 +547,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
 
   const float smooth = p.weight_colsum ? -p.uniform : 0.f;
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < CeProductCta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       int pos = lbase + acc_row<CeProductCta>(mi, h);
@@ -593,11 +619,11 @@ __global__ void linear_ce_colsum_part_kernel(const u16* base, long long stride, 
 __global__ void linear_ce_sum_parts_kernel(const float* partial, int parts, int dim, float* out) {
   linear_ce_sum_parts(partial, parts, dim, out);
 }
-template <class Prog, class Args, bool kF16>
+template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeGradCta::kThreads, 2)
     linear_ce_grad_kernel(const __grid_constant__ Args args,
                           const __grid_constant__ CeBwdParams p) {
-  linear_ce_grad<Prog, Args, kF16>(args, p);
+  linear_ce_grad<Prog, Args, kF16, false, kSm90Loop>(args, p);
 }
 template <class Prog, class Args>
 __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,

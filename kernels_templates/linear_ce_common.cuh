@@ -39,9 +39,10 @@ typedef CeCta<256, 128, 3, 64> CeFwdCta;          // 8 warps of 64 x 64: one CTA
 typedef CeCta<kTileRows, kTileIds, 3> CeGradCta;  // 8 warps of 64 x 32, 96 KiB: two per SM
 typedef CeCta<128, 256, 3, 64> CeProductCta;      // 8 warps of 64 x 64: one CTA per SM
 constexpr int kFwdRows = CeFwdCta::kM;
-// The forward records a vocabulary tile's max logit per row and column warp, as bf16 rounded up
-// (the backward's classification takes the max of the parts): tile_max[tile, part, kept row].
-constexpr int kTileMaxParts = CeFwdCta::kWarpsN;
+// The forward records a vocabulary tile's max logit per row and 64-column part, as bf16 rounded
+// up (the backward's classification takes the max of the parts): tile_max[tile, part, kept row].
+constexpr int kTileMaxParts = kTileIds / 64;
+static_assert(kTileMaxParts == CeFwdCta::kWarpsN, "a portable forward column warp: one part");
 
 enum CeReduction : int { kReduceNone = 0, kReduceSum = 1, kReduceMean = 2 };
 

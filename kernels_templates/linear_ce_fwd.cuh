@@ -1,19 +1,24 @@
 // Fused linear cross-entropy, forward: loss and lse without materializing the [N, V] logits.
 //
 // linear_ce_fwd: grid (ceil(n_kept / 256), vocabulary splits). A CTA computes logit tiles
-// E[256 kept rows] . C_s[128 ids]^T on tensor cores (ce_mma.cuh), one vocabulary tile after the
-// other over its split (tiles of positions: weight rows gathered through the segment's order
-// when it has one), with the pipeline running across tile boundaries. The epilogue applies
-// bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum of
-// logits (label smoothing) in registers; the target logit is stored by the one thread whose
+// E[256 kept rows] . C_s[128 ids]^T on tensor cores, one vocabulary tile after the other over
+// its split (tiles of positions: weight rows gathered through the segment's order when it has
+// one), with the pipeline running across tile boundaries. Two tile loops, one body: the portable
+// CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync) and, when the module asks for it
+// (kSm90Loop) and is compiled for sm_90a, CeFwdWgCta (ce_wgmma.cuh: two warpgroups of
+// 128 x 128, wgmma). Both launch 256 threads with the same dynamic shared memory. The epilogue
+// applies bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum
+// of logits (label smoothing) in registers; the target logit is stored by the one thread whose
 // column holds the target. Optionally it records the max logit per (vocabulary tile, row), target
-// excluded, which lets the backward pass skip tiles whose gradient is negligible: each column
-// warp stores its part straight from registers (bf16, rounded up; no barrier in the tile loop).
+// excluded, which lets the backward pass skip tiles whose gradient is negligible: one part per
+// 64 columns, stored by the quad holding it straight from registers (bf16, rounded up; no
+// barrier in the tile loop).
 // linear_ce_merge: per row, combines the split partials in split order into lse and the
 // row loss. linear_ce_reduce: one block sums row losses in a fixed order. Both are
 // deterministic; nothing here uses atomics.
 #pragma once
 
+#include "ce_wgmma.cuh"
 #include "linear_ce_common.cuh"
 
 namespace tilejit_ce {
@@ -31,9 +36,30 @@ struct CeFwdParams {
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 
-// Rows per thread in the accumulator layout: thread-local row r is m16 tile r/2, half r%2.
-constexpr int kThreadRows = 8;
-__device__ __forceinline__ int tile_row(int r) { return acc_row<CeFwdCta>(r >> 1, r & 1); }
+// The Hopper forward CTA: the portable one's shape, threads and shared memory (so the launch does
+// not depend on the loop), as two warpgroups of 128 x 128 rather than 64 x 256: the same 128
+// accumulators per thread either way, but 256 x 128 keeps the vocabulary tile (kTileIds, the
+// backward's tiles and tile_max parts) and the forward's row tiles, and its 4 rows per thread
+// carry less online state than 8 m16 rows would. ptxas (CUDA 13.0, sm_90a, NVRTC module of
+// examples/programs/gemma2_softcap.tj): 254 registers, no spills, 144 KiB dynamic shared memory
+// (no static), 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 254).
+typedef CeWgCta<kFwdRows, kTileIds, 3> CeFwdWgCta;
+static_assert(CeFwdWgCta::kThreads == CeFwdCta::kThreads &&
+                  CeFwdWgCta::kSmemBytes == CeFwdCta::kSmemBytes,
+              "both forward loops launch alike");
+
+// The forward's CTA type: the Hopper loop where asked for and available, the portable one
+// otherwise (a module compiled for sm_80 or sm_90 without the 'a' features).
+template <bool kSm90Loop>
+struct CeFwdCtaOf {
+  typedef CeFwdCta type;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeFwdCtaOf<true> {
+  typedef CeFwdWgCta type;
+};
+#endif
 
 // Merges (m2, s2) into (m, s): s counts exp(x - m).
 __device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2) {
@@ -43,26 +69,33 @@ __device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2
   m = mn;
 }
 
-// Launched with CeFwdCta::kThreads threads (launch bounds: one CTA per SM) and
-// CeFwdCta::kSmemBytes of dynamic shared memory.
-template <class Prog, class Args, bool kF16>
-__device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p) {
-  extern __shared__ __align__(128) u16 smem[];
-  __shared__ float red[3][CeFwdCta::kWarpsN][kFwdRows];
+// The forward on CTA type Cta. Thread-local row r is accumulator fragment r / 2, half r % 2;
+// a thread's columns span kParts tile_max parts of 64 columns (kNIPart n8 groups each), the first
+// being part col(0) / 64. The row statistics are reduced across the quad, then across the
+// Cta::kWarpsN column warps through shared memory reused after the loop.
+template <class Prog, class Args, bool kF16, class Cta>
+__device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFwdParams& p) {
+  constexpr int kRows = 2 * Cta::kMI;
+  constexpr int kParts = Cta::kNI * 8 / 64, kNIPart = Cta::kNI / kParts;
+  static_assert(kParts >= 1 && Cta::kNI % kParts == 0, "whole 64-column parts per thread");
+  // The Hopper loop's swizzle patterns start on 1024-byte boundaries (its own name: the other
+  // kernels' declarations of the dynamic block ask for 128).
+  extern __shared__ __align__(1024) u16 fwd_smem[];
+  u16* smem = fwd_smem;
 
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int row0 = blockIdx.x * kFwdRows;
   const int t_begin = blockIdx.y * p.tiles_per_split;
   const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
-  const int ksteps = (R.dim + CeFwdCta::kK - 1) / CeFwdCta::kK;
-  const int lane = threadIdx.x & 31, wn = warp_n<CeFwdCta>();
+  const int ksteps = (R.dim + Cta::kK - 1) / Cta::kK;
+  const int lane = threadIdx.x & 31, wn = Cta::col_warp(), part0 = Cta::col(0) / 64;
 
-  int krow[kThreadRows], orig[kThreadRows], tgt[kThreadRows];
-  float m[kThreadRows], s[kThreadRows], zs[kThreadRows];
+  int krow[kRows], orig[kRows], tgt[kRows];
+  float m[kRows], s[kRows], zs[kRows];
 #pragma unroll
-  for (int r = 0; r < kThreadRows; ++r) {
-    krow[r] = row0 + tile_row(r);
+  for (int r = 0; r < kRows; ++r) {
+    krow[r] = row0 + Cta::row(r >> 1, r & 1);
     bool ok = krow[r] < R.n_kept;
     orig[r] = ok ? R.kept[krow[r]] : 0;
     tgt[r] = ok ? R.targets[orig[r]] : -1;
@@ -72,30 +105,31 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
   }
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    int tile = t_begin + step / ksteps, k0 = (step % ksteps) * CeFwdCta::kK;
+    int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int lbase = (tile - S.first_tile) * kTileIds;
-    load_kmajor<kFwdRows, CeFwdCta::kThreads>(
+    load_kmajor<kFwdRows, Cta::kThreads>(
         a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
                           R.dim - k0});
-    load_kmajor<kTileIds, CeFwdCta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
+    load_kmajor<kTileIds, Cta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
   };
 
-  auto tile_done = [&](int ti, CeFwdCta::Acc& acc) {
+  auto tile_done = [&](int ti, typename Cta::Acc& acc) {
     int tile = t_begin + ti;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int lbase = (tile - S.first_tile) * kTileIds;
 #pragma unroll
-    for (int r = 0; r < kThreadRows; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       const int mi = r >> 1, h = r & 1;
-      float z[2 * CeFwdCta::kNI];
-      float tmax = neg_inf(), zmax = neg_inf();
+      float z[2 * Cta::kNI];
+      float tmax[kParts], zmax = neg_inf();
       bool row_ok = krow[r] < R.n_kept;
 #pragma unroll
-      for (int ni = 0; ni < CeFwdCta::kNI; ++ni)
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        if (ni % kNIPart == 0) tmax[ni / kNIPart] = neg_inf();
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int pos = lbase + acc_col<CeFwdCta>(ni) + e;
+          int pos = lbase + Cta::col(ni) + e;
           float v = neg_inf();
           if (row_ok && pos < S.size) {
             int row = seg_row(S, pos), id = S.begin + row;
@@ -106,38 +140,45 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
               p.target_logit[krow[r]] = v;
               p.target_raw[krow[r]] = x;
             } else {
-              tmax = fmaxf(tmax, v);
+              tmax[ni / kNIPart] = fmaxf(tmax[ni / kNIPart], v);
             }
             if (p.part_zsum) zs[r] += v;
           }
           z[ni * 2 + e] = v;
           zmax = fmaxf(zmax, v);
         }
+      }
       float mn = fmaxf(m[r], zmax);
       if (mn != neg_inf()) {
         float acc_s = 0.f, mn2 = mn * kLog2e;
 #pragma unroll
-        for (int j = 0; j < 2 * CeFwdCta::kNI; ++j) acc_s += fast_exp2(fmaf(z[j], kLog2e, -mn2));
+        for (int j = 0; j < 2 * Cta::kNI; ++j) acc_s += fast_exp2(fmaf(z[j], kLog2e, -mn2));
         s[r] = s[r] * fast_exp2((m[r] - mn) * kLog2e) + acc_s;
         m[r] = mn;
       }
-      if (p.tile_max) {  // the warp's 64 columns: across the quad, then one lane stores
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        if ((lane & 3) == 0 && row_ok)
-          p.tile_max[((long long)tile * kTileMaxParts + wn) * R.n_kept + krow[r]] =
-              bf16_bits_rounded_up(tmax);
+      if (p.tile_max) {  // a part's 64 columns: across the quad, then one lane stores
+#pragma unroll
+        for (int q = 0; q < kParts; ++q) {
+          float t = tmax[q];
+          t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 1));
+          t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 2));
+          if ((lane & 3) == 0 && row_ok)
+            p.tile_max[((long long)tile * kTileMaxParts + part0 + q) * R.n_kept + krow[r]] =
+                bf16_bits_rounded_up(t);
+        }
       }
     }
   };
 
-  CeFwdCta::Acc acc;
+  typename Cta::Acc acc;
   int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
-  gemm_loop<CeFwdCta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc);
+  ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc);
 
-  // Row partials: across the 4 lanes of a quad, then across the two column warps.
+  // Row partials: across the 4 lanes of a quad, then across the column warps (the loop has
+  // drained: its shared memory is free).
+  float(*red)[Cta::kWarpsN][kFwdRows] = reinterpret_cast<float(*)[Cta::kWarpsN][kFwdRows]>(smem);
 #pragma unroll
-  for (int r = 0; r < kThreadRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
 #pragma unroll
     for (int o = 1; o <= 2; o <<= 1) {
       float m2 = __shfl_xor_sync(0xffffffffu, m[r], o);
@@ -146,9 +187,10 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
       lse_merge(m[r], s[r], m2, s2);
     }
     if ((lane & 3) == 0) {
-      red[0][wn][tile_row(r)] = m[r];
-      red[1][wn][tile_row(r)] = s[r];
-      red[2][wn][tile_row(r)] = zs[r];
+      const int row = Cta::row(r >> 1, r & 1);
+      red[0][wn][row] = m[r];
+      red[1][wn][row] = s[r];
+      red[2][wn][row] = zs[r];
     }
   }
   __syncthreads();
@@ -156,7 +198,7 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
     if (row0 + r >= R.n_kept) break;
     float mm = red[0][0][r], ss = red[1][0][r], zz = red[2][0][r];
 #pragma unroll
-    for (int w = 1; w < CeFwdCta::kWarpsN; ++w) {  // column warps in a fixed order
+    for (int w = 1; w < Cta::kWarpsN; ++w) {  // column warps in a fixed order
       lse_merge(mm, ss, red[0][w][r], red[1][w][r]);
       zz += red[2][w][r];
     }
@@ -165,6 +207,13 @@ __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParam
     p.part_sum[o] = ss;
     if (p.part_zsum) p.part_zsum[o] = zz;
   }
+}
+
+// Launched with CeFwdCta::kThreads threads (launch bounds: one CTA per SM) and
+// CeFwdCta::kSmemBytes of dynamic shared memory, whichever loop runs.
+template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
+__device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p) {
+  linear_ce_fwd_tiles<Prog, Args, kF16, typename CeFwdCtaOf<kSm90Loop>::type>(args, p);
 }
 
 struct CeMergeParams {
@@ -256,10 +305,10 @@ __device__ __forceinline__ void linear_ce_reduce(const float* row_loss, int n, i
 
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
-template <class Prog, class Args, bool kF16>
+template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeFwdCta::kThreads, 1)
     linear_ce_fwd_kernel(const __grid_constant__ Args args, const __grid_constant__ CeFwdParams p) {
-  linear_ce_fwd<Prog, Args, kF16>(args, p);
+  linear_ce_fwd<Prog, Args, kF16, kSm90Loop>(args, p);
 }
 __global__ void linear_ce_merge_kernel(const __grid_constant__ CeMergeParams q) {
   linear_ce_merge(q);

@@ -104,7 +104,7 @@ __device__ __forceinline__ void lse_merge_scaled(float& m, float& s, float& c, f
 template <class Prog, class Args, bool kF16>
 __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdParams& p) {
   typedef CeKlFwdCta Cta;
-  constexpr int kRows = 8;  // thread-local rows: m16 tile r / 2, half r % 2
+  constexpr int kRows = 2 * Cta::kMI;  // thread-local rows: fragment r / 2, half r % 2
   constexpr int kCols = 2 * Cta::kNI;
   extern __shared__ __align__(128) u16 smem[];
   __shared__ float red[8][Cta::kWarpsN][Cta::kM];

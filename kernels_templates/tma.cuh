@@ -58,6 +58,17 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// An arrival on the mbarrier once every cp.async this thread issued before has completed
+// (cp.async.mbarrier.arrive); with .noinc the arrival counts against the barrier's expected
+// count, so the barrier must be initialised with it included.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+// Waits for every cp.async this thread issued, committed to a group or not.
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 // Waits until the phase of parity `parity` has completed. Valid for the current phase and the
 // one before it: on a freshly initialised barrier, parity 1 (the phase "before" the first)
 // reports complete at once, which is how a producer's first pass over an empty ring proceeds.

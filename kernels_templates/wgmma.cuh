@@ -58,6 +58,13 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
+// Makes this thread's ordinary shared-memory writes visible to the async proxy, which is how
+// wgmma reads its shared-memory operands (PTX ISA 9.7.13.4 fence.proxy.async): between writing
+// a tile with st.shared and the barrier after which a wgmma reads it.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Pins the registers of an accumulator (or fragment array) at this point of the program: the
 // values must be computed before it and are re-read after it, and it keeps its place among the
 // volatile asm (wgmma issue, commit, wait). After a wgmma_wait it keeps code that uses the
@@ -86,7 +93,7 @@ __device__ __forceinline__ void pin_registers(unsigned (&x)[kN][4]) {
 // wgmma.mma_async m64nNk16, f32 accumulate, issued by the whole warpgroup. d is the first N / 8
 // column groups of an accumulator of kN >= N / 8 groups.
 //   ss: D (+)= A * B, A [64 x 16] and B [16 x N] both K-major in shared memory (descriptors);
-//       scale_d = 0 overwrites D.
+//       scale_d = 0 overwrites D. Wgmma<64>::ss also takes either operand MN-major.
 //   rs: D += A * B, A [64 x 16] in registers, B [16 x N] N-major in shared memory
 //       (imm-trans-b = 1).
 template <int N>
@@ -94,7 +101,8 @@ struct Wgmma;
 
 template <>
 struct Wgmma<64> {
-  template <class T, int kN>
+  // kTransA / kTransB = 1: that operand is MN-major in shared memory (imm-trans-a / -b).
+  template <class T, int kTransA = 0, int kTransB = 0, int kN>
   __device__ static __forceinline__ void ss(float (&d)[kN][4], unsigned long long desc_a,
                                             unsigned long long desc_b, int scale_d) {
     static_assert(kN >= 8, "the accumulator holds 64 columns");
@@ -104,7 +112,7 @@ struct Wgmma<64> {
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
           "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
           "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-          "%32, %33, p, 1, 1, 0, 0;\n}\n"
+          "%32, %33, p, 1, 1, %35, %36;\n}\n"
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
             "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
             "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
@@ -112,14 +120,14 @@ struct Wgmma<64> {
             "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
             "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
             "+f"(d[7][2]), "+f"(d[7][3])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
     } else {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
           "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
           "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-          "%32, %33, p, 1, 1, 0, 0;\n}\n"
+          "%32, %33, p, 1, 1, %35, %36;\n}\n"
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
             "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
             "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
@@ -127,7 +135,7 @@ struct Wgmma<64> {
             "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
             "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
             "+f"(d[7][2]), "+f"(d[7][3])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
     }
   }
   template <class T, int kN>

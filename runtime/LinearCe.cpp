@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -41,9 +42,9 @@ ElemType elem_of(DType dtype) {
   return dtype == DType::F16 ? ElemType::F16 : ElemType::BF16;
 }
 
-LinearCeModule make_module(const LoweredLoss& l, LossModule m, ElemType elem) {
+LinearCeModule make_module(const LoweredLoss& l, LossModule m, ElemType elem, CeTileLoop loop) {
   LinearCeModule out;
-  out.source = generate_loss_module(l.program, l.logit_grad, m, elem);
+  out.source = generate_loss_module(l.program, l.logit_grad, m, elem, loop);
   const bool shared = !loss_module_uses_program(m);
   out.spec = kernel_spec(out.source.cuda, shared ? "linear_ce" : l.program.name);
   out.spec.entry_points.clear();
@@ -69,7 +70,7 @@ struct PreparedLoss {
     auto it = modules.find(m);
     if (it == modules.end()) {
       lock.unlock();  // compiling takes seconds: other modules may proceed meanwhile
-      LinearCeModule mod = make_module(lowered, m, elem);
+      LinearCeModule mod = make_module(lowered, m, elem, linear_ce_tile_loop());
       auto compiled = KernelCache::global().get(mod.spec, arch);
       lock.lock();
       it = modules.emplace(m, std::make_pair(mod.source.entries, compiled)).first;
@@ -189,12 +190,24 @@ void check_linear_ce_supported(const LossProgram& prog) {
                      prog.name);
 }
 
-std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype) {
+CeTileLoop linear_ce_tile_loop() {
+  static const std::string value = [] {
+    const char* v = std::getenv("TILEJIT_CE_LOOP");
+    return std::string(v ? v : "");
+  }();
+  if (value == "portable") return CeTileLoop::Portable;
+  TILEJIT_USER_CHECK(value.empty() || value == "sm90",
+                     "TILEJIT_CE_LOOP is '{}': want 'portable' or 'sm90'", value);
+  return CeTileLoop::Sm90;  // the wgmma loop where the module is compiled for sm_90a
+}
+
+std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype,
+                                              CeTileLoop loop) {
   check_linear_ce_supported(prog);
   ElemType elem = elem_of(dtype);
   LoweredLoss l = lower(prog);
   std::vector<LinearCeModule> out;
-  for (LossModule m : loss_modules()) out.push_back(make_module(l, m, elem));
+  for (LossModule m : loss_modules()) out.push_back(make_module(l, m, elem, loop));
   return out;
 }
 

@@ -77,6 +77,14 @@
 // over the same ids). The forward keeps the teacher's kept rows for the backward. A teacher given
 // to a program without a `kl` term is a UserError, and so is a `kl` program without one.
 //
+// Tile loop. The inner GEMM loop of the forward and of the backward's gradient tiles is the
+// Hopper one (wgmma on the same cp.async pipeline, kernels_templates/ce_wgmma.cuh) in modules
+// compiled for sm_90a, the portable one (mma.sync) for every other target: the same module
+// source selects it at compile time. TILEJIT_CE_LOOP=portable forces the portable loop on sm_90a
+// too (for comparison; =sm90 is the default). Read once per process; any other value is a
+// UserError. The choice is part of those modules' source, so cached modules of either loop
+// coexist. The backward's dE / dC products and a KL program's kernels run the portable loop.
+//
 // Not supported on this path (UserError): more than 4 segments, a teacher layout cut elsewhere
 // than the student's.
 #pragma once
@@ -199,6 +207,9 @@ struct LinearCeModule {
   LossKernelSource source;
   KernelSpec spec;
 };
-std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype);
+// The forward's tile loop TILEJIT_CE_LOOP selects (see "Tile loop").
+CeTileLoop linear_ce_tile_loop();
+std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype,
+                                              CeTileLoop loop = linear_ce_tile_loop());
 
 }  // namespace tilejit

@@ -32,7 +32,7 @@ struct CeEntry {
 const std::vector<CeEntry>& entries() {
   using M = LossModule;
   static const std::vector<CeEntry> table = {
-      {M::Forward, "linear_ce_fwd", "<TjProgram, TjArgs, kF16>",
+      {M::Forward, "linear_ce_fwd", "<TjProgram, TjArgs, kF16, kSm90Loop>",
        "tilejit_ce::CeFwdCta::kThreads, 1",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
        Serves::WithoutKl},
@@ -40,7 +40,7 @@ const std::vector<CeEntry>& entries() {
        "tilejit_ce::CeKlFwdCta::kThreads, 1",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
        Serves::WithKl},
-      {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16>",
+      {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16, false, kSm90Loop>",
        "tilejit_ce::CeGradCta::kThreads, 2",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
        Serves::WithoutKl},
@@ -203,13 +203,16 @@ bool loss_module_uses_program(LossModule m) {
 bool loss_module_uses_elem(LossModule m) { return m != LossModule::Rows; }
 
 LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit_grad,
-                                      LossModule module, ElemType elem) {
+                                      LossModule module, ElemType elem, CeTileLoop loop) {
   const bool uses_program = loss_module_uses_program(module);
   const std::string hash = uses_program ? program_hash(prog) : std::string();
   LossKernelSource out;
   out.module = module;
   out.variant = std::string(loss_module_name(module));
   if (loss_module_uses_elem(module)) out.variant += fmt::format(" {}", elem_suffix(elem));
+  // linear_ce_fwd and linear_ce_grad have a Hopper loop (a KL program takes other kernels).
+  const bool sm90_loop = loss_module_uses_program(module) && loop == CeTileLoop::Sm90 && !prog.kl;
+  if (sm90_loop) out.variant += " sm90";
 
   std::string& s = out.cuda.source;
   if (uses_program)
@@ -244,6 +247,9 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   if (loss_module_uses_elem(module))
     s += fmt::format("constexpr bool kF16 = {};  // E and the weights are {}\n",
                      elem == ElemType::F16 ? "true" : "false", elem_suffix(elem));
+  if (loss_module_uses_program(module))
+    s += sm90_loop ? "constexpr bool kSm90Loop = true;  // tile loop: wgmma on sm_90a\n"
+                   : "constexpr bool kSm90Loop = false;  // tile loop: mma.sync\n";
   for (auto [cta, threads, smem] : module_ctas(module))
     s += fmt::format(
         "static_assert(tilejit_ce::{0}::kThreads == {1} && tilejit_ce::{0}::kSmemBytes == {2}, "

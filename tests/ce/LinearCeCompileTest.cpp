@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -99,6 +100,62 @@ TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
   EXPECT_EQ(entries(kl, LossModule::Gradient), (V{"linear_ce_grad_kl", "linear_ce_target_grad_kl"}));
   EXPECT_EQ(entries(plain, LossModule::Gradient), (V{"linear_ce_grad", "linear_ce_target_grad"}));
   EXPECT_EQ(entries(kl, LossModule::Rows), entries(plain, LossModule::Rows));
+}
+
+// The tile loop is part of the Forward and Gradient modules' source (the kernel cache keys on
+// it); the other modules do not depend on it, nor do a KL program's.
+TEST(LinearCeCodegen, TileLoopIsPartOfTheForwardSource) {
+  LoweredLoss l = lower(loss_of(load_program(example("gemma2_softcap"))));
+  auto source = [&](LossModule m, CeTileLoop loop) {
+    return generate_loss_module(l.program, l.logit_grad, m, ElemType::BF16, loop).cuda.source;
+  };
+  const std::string portable = source(LossModule::Forward, CeTileLoop::Portable);
+  const std::string sm90 = source(LossModule::Forward, CeTileLoop::Sm90);
+  EXPECT_NE(portable.find("constexpr bool kSm90Loop = false;"), std::string::npos);
+  EXPECT_NE(sm90.find("constexpr bool kSm90Loop = true;"), std::string::npos);
+  EXPECT_NE(sm90.find("tilejit_ce::linear_ce_fwd<TjProgram, TjArgs, kF16, kSm90Loop>("),
+            std::string::npos);
+  EXPECT_NE(source(LossModule::Gradient, CeTileLoop::Sm90)
+                .find("tilejit_ce::linear_ce_grad<TjProgram, TjArgs, kF16, false, kSm90Loop>("),
+            std::string::npos);
+  EXPECT_NE(source(LossModule::Gradient, CeTileLoop::Portable),
+            source(LossModule::Gradient, CeTileLoop::Sm90));
+  for (LossModule m : {LossModule::Products, LossModule::Rows})
+    EXPECT_EQ(source(m, CeTileLoop::Portable), source(m, CeTileLoop::Sm90));
+  LoweredLoss kl = lower(loss_of(load_program(example("distill"))));
+  for (LossModule m : loss_modules())
+    EXPECT_EQ(generate_loss_module(kl.program, kl.logit_grad, m, ElemType::BF16).cuda.source,
+              generate_loss_module(kl.program, kl.logit_grad, m, ElemType::BF16, CeTileLoop::Sm90)
+                  .cuda.source);
+}
+
+// The Hopper loop's forward and gradient modules compile for sm_90a (wgmma) and for sm_80 (where
+// the module falls back to the portable loop), with and without a logit_mod and for both element
+// types.
+TEST(LinearCeCompile, HopperTileLoopCompilesForSm80AndSm90a) {
+  test::TempDir dir;
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  KernelCache cache(options);
+  for (const char* name : {"llama3", "gemma2_softcap"})
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      const LossProgram prog = loss_of(load_program(example(name)));
+      std::map<std::pair<LossModule, bool>, std::vector<char>> cubins;  // sm_90a, (module, sm90)
+      for (CeTileLoop loop : {CeTileLoop::Portable, CeTileLoop::Sm90})
+        for (LinearCeModule& m : linear_ce_modules(prog, dtype, loop)) {
+          if (!loss_module_uses_program(m.source.module)) continue;
+          for (const char* arch : {"sm_90a", "sm_80"}) {
+            std::shared_ptr<const CompiledKernel> k;
+            ASSERT_NO_THROW(k = cache.get(m.spec, arch)) << name << " " << arch;
+            EXPECT_FALSE(k->cubin.empty()) << name << " " << arch;
+            if (std::string(arch) == "sm_90a")
+              cubins[{m.source.module, loop == CeTileLoop::Sm90}] = k->cubin;
+          }
+        }
+      for (LossModule m : {LossModule::Forward, LossModule::Gradient})
+        EXPECT_NE(cubins[std::make_pair(m, false)], cubins[std::make_pair(m, true)])
+            << name << " " << loss_module_name(m) << ": the loop choice changed no code on sm_90a";
+    }
 }
 
 TEST(LinearCeCompile, TeacherLayoutCutElsewhereIsRefusedClearly) {

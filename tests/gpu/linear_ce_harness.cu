@@ -3,7 +3,10 @@
 // fp64 reference (tests/support/LinearCeReference.h) on small shapes, outputs poisoned first,
 // with the vocabulary in natural order and ordered by average logit; part 2 times the PERF.md
 // loss shapes on "zipf", "flat" and "peaked" data, filtering off, on, and on with the order, and
-// prints a table plus one JSON line per case. Hook stand-ins below play the role of the
+// prints a table plus one JSON line per case. The forward and gradient kernels run the Hopper
+// tile loop (ce_wgmma.cuh) unless `--loop portable` (or TILEJIT_CE_LOOP=portable) asks for the
+// portable one (ce_mma.cuh), for comparison; the dE / dC products always run the portable loop.
+// Hook stand-ins below play the role of the
 // generated TjProgram / TjArgs; the host logic mirrors runtime/LinearCe.cpp.
 #include <cuda_runtime.h>
 
@@ -55,6 +58,11 @@ struct SoftcapLogit {  // cap * tanh(x / cap)
     return 1.f - t * t;
   }
 };
+
+// Which tile loop the forward and gradient kernels run (--loop, TILEJIT_CE_LOOP): the Hopper one
+// by default.
+bool g_sm90_loop = true;
+const char* loop_name() { return g_sm90_loop ? "sm90" : "portable"; }
 
 // ---- one run of the kernels -----------------------------------------------------------------
 
@@ -148,8 +156,14 @@ struct Runner {
       CK(cudaMalloc(&order_scratch, (size_t(parts + 1) * P.dim + live) * 4));
     }
     const auto smem = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false>, smem, CeFwdCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false>, smem, CeGradCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, false>, smem,
+                            CeFwdCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, true>, smem,
+                            CeFwdCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, false>, smem,
+                            CeGradCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, true>, smem,
+                            CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false>, smem, CeProductCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false>, smem, CeProductCta::kSmemBytes));
   }
@@ -197,8 +211,13 @@ struct Runner {
     p.target_raw = slice<float>(base, ws.target_raw);
     p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
-    linear_ce_fwd_kernel<Prog, Args, false>
-        <<<dim3(ws.fwd_row_tiles, ws.splits), CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+    const dim3 grid(ws.fwd_row_tiles, ws.splits);  // both loops launch alike
+    if (g_sm90_loop)
+      linear_ce_fwd_kernel<Prog, Args, false, true>
+          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+    else
+      linear_ce_fwd_kernel<Prog, Args, false, false>
+          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
     CeMergeParams q;
     q.part_max = p.part_max;
     q.part_sum = p.part_sum;
@@ -330,9 +349,13 @@ struct Runner {
       p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
       p.first_chunk = ch == 0;
       const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
-      linear_ce_grad_kernel<Prog, Args, false>
-          <<<dim3(ws.row_tiles, p.chunk_tiles), CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args,
-                                                                                              p);
+      const dim3 grad_grid(ws.row_tiles, p.chunk_tiles);  // both loops launch alike
+      if (g_sm90_loop)
+        linear_ce_grad_kernel<Prog, Args, false, true>
+            <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
+      else
+        linear_ce_grad_kernel<Prog, Args, false, false>
+            <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
       linear_ce_dhidden_kernel<false>
           <<<dim3(ws.row_tiles, dtiles), CeProductCta::kThreads, CeProductCta::kSmemBytes>>>(p);
       linear_ce_dweight_kernel<false>
@@ -394,17 +417,26 @@ void with_program(const Options& o, Fn fn) {
 
 int main(int argc, char** argv) {
   // --check-only: correctness only; --only CASE: timing of one case only (for profilers);
-  // --kinds zipf,flat,peaked: data kinds to time; a plain argument (an output directory, as
-  // bench/gpu_check.sh passes) is accepted and unused: results go to stdout.
+  // --kinds zipf,flat,peaked: data kinds to time; --loop portable|sm90: the tile loop of the
+  // forward and gradient kernels (default: TILEJIT_CE_LOOP, else sm90); a plain argument (an output
+  // directory, as bench/gpu_check.sh passes) is accepted and unused: results go to stdout.
   bool check_only = false;
   std::string only;
   std::vector<std::string> kinds = {"zipf", "flat", "peaked"};
+  auto set_loop = [&](const std::string& name) {
+    if (name != "portable" && name != "sm90")
+      fail("--loop: want portable or sm90, not '%s'", name.c_str());
+    g_sm90_loop = name == "sm90";
+  };
+  if (const char* env = std::getenv("TILEJIT_CE_LOOP")) set_loop(env);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--check-only") {
       check_only = true;
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--loop" && i + 1 < argc) {
+      set_loop(argv[++i]);
     } else if (a == "--kinds" && i + 1 < argc) {
       kinds.clear();
       std::string list = argv[++i];
@@ -417,12 +449,17 @@ int main(int argc, char** argv) {
         data_kind(probe, k);  // fails on an unknown kind
       }
     } else if (a.empty() || a[0] == '-') {
-      fail("usage: %s [OUTDIR] [--check-only | --only CASE] [--kinds zipf,flat,peaked]", argv[0]);
+      fail(
+          "usage: %s [OUTDIR] [--check-only | --only CASE] [--kinds zipf,flat,peaked] "
+          "[--loop portable|sm90]",
+          argv[0]);
     }
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  std::printf("device: %s, %d SMs; tile loop: %s\n", prop.name, prop.multiProcessorCount,
+              loop_name());
+  if (g_sm90_loop && prop.major != 9) fail("--loop sm90 needs an sm_90a device");
   int failures = only.empty() ? run_checks() : 0;
   if (!check_only) run_timings(only, kinds);
   std::printf("%s: %d check failure(s)\n", failures ? "FAIL" : "PASS", failures);

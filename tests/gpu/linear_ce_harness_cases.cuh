@@ -113,11 +113,14 @@ std::vector<CheckCase> check_cases() {
   data_kind(c.back().data, "flat");
   c.back().opt.order = ordered;
   c.back().expect_kept_order = 0;  // every tile survives: natural order, every tile
-  c.push_back({"peaked_ordered_keeps_order", spec(256, 128, {{0, 8000}}, 0.1, true, 0, 28),
+  // Peaked rows: most tiles hold a probability above the threshold even in order (0.94
+  // measured), above the 65% from which an ordered backward stops paying; the backward goes
+  // natural. (Orders kept are checked against fp64 by tests/ce/LinearCeGpuTest.cpp.)
+  c.push_back({"peaked_ordered_goes_natural", spec(256, 128, {{0, 8000}}, 0.1, true, 0, 28),
                opt(kReduceMean, 0, 0, thr, 0)});
   c.back().data.lift = 14;
   c.back().opt.order = ordered;
-  c.back().expect_kept_order = 1;
+  c.back().expect_kept_order = 0;
   return c;
 }
 
@@ -384,7 +387,7 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
           // A reusable order that left nearly every tile alive pauses filtering until its next
           // rebuild (runtime/VocabOrder.h): between rebuilds a training loop runs the exact path.
           run.paused = mode.order == Order::ByAverageLogit &&
-                       run.surviving >= tilejit::kDenseBackwardSurvival;
+                       run.surviving >= tilejit::kOrderedBackwardSurvival;
           r.paused = run.paused;
           r.fwd = median_ms(10, [&] { run.forward(); });
           r.bwd = median_ms(10, [&] { run.backward(); });
@@ -416,14 +419,14 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
           r.vs_exact = exact_fb > 0 ? r.fb / exact_fb : 1;
           rows.push_back(r);
           std::printf(
-              "{\"case\":\"%s\",\"data\":\"%s\",\"mode\":\"%s\",\"N\":%d,\"kept\":%d,\"D\":%d,"
+              "{\"case\":\"%s\",\"loop\":\"%s\",\"data\":\"%s\",\"mode\":\"%s\",\"N\":%d,\"kept\":%d,\"D\":%d,"
               "\"V\":%.0f,\"softcap\":%g,\"threshold\":%g,\"surviving_fraction\":%.4f,"
               "\"kept_order\":%s,\"paused\":%s,\"target_only_fraction\":%.4f,\"order_ms\":%.3f,"
               "\"fwd_ms\":%.3f,"
               "\"bwd_ms\":%.3f,\"fwd_bwd_ms\":%.3f,\"fwd_bwd_vs_exact\":%.3f,\"fwd_tflops\":%.1f,"
               "\"extra_bytes\":%lld,\"loss\":%.6f,\"err_loss\":%.2e,\"err_dE\":%.2e,"
               "\"err_dC\":%.2e,\"plan\":\"%s\"}\n",
-              tc.name, kind.c_str(), mode.name, tc.n, run.n_kept, tc.d, live, tc.cap,
+              tc.name, loop_name(), kind.c_str(), mode.name, tc.n, run.n_kept, tc.d, live, tc.cap,
               mode.threshold, r.surviving, r.kept_order ? "true" : "false",
               r.paused ? "true" : "false", r.tgt, r.order_ms, r.fwd, r.bwd, r.fb, r.vs_exact,
               r.tflops, (long long)run.extra_bytes(), loss, r.err_loss, r.err_dh, r.err_dw,

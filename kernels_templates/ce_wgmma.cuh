@@ -1,0 +1,168 @@
+// Hopper (sm_90a) tile loop of the linear cross-entropy kernels: the same cp.async producer and
+// shared tiles as gemm_loop (ce_mma.cuh), consumed by warpgroup MMAs (wgmma.mma_async) instead
+// of ldmatrix + mma.sync. ce_gemm_loop picks the loop from the CTA type, so a kernel body is
+// written once against the accumulator interface of ce_mma.cuh (kMI, kNI, row, col, col_warp).
+//
+// Why the shared tiles need no change: a K-major tile row holds 64 16-bit elements (128 bytes)
+// with 16-byte chunk c at chunk c ^ (row % 8), rows 128 bytes apart. From a 1024-byte aligned
+// base that is the 128-byte-swizzle K-major layout of wgmma (wgmma.cuh: 8-row x 128-byte groups
+// of 1024 bytes, the swizzle XORing address bits [4, 7) with [7, 10)): a descriptor with stride
+// byte offset 1024 (one 8-row group to the next), the leading offset unused, reads an m64 (or
+// n128) x k16 slice starting 32 * (k / 16) bytes into the rows. The producer keeps cp.async
+// because the vocabulary order gathers weight rows, which a tensor map cannot express.
+//
+// CeWgCta: two warpgroups (256 threads), both producers and consumers. Warpgroup g owns tile
+// rows [g M/2, (g+1) M/2) as M/128 m64 fragments, each a m64nNk16 product over every column:
+// thread (warp w of its warpgroup, lane 4q + t) holds rows g M/2 + 64 mi + 16 w + q + 8 h and
+// columns 8 ni + 2 t + {0, 1} (PTX ISA 9.7.15.5.1.1.1, the mma.m16n8 C fragment repeated over
+// N / 8 column groups) -- the interface of ce_mma.cuh with every column in one warp (kWarpsN 1).
+//
+// Pipeline, per K step s (kStages stages, loads kStages - 1 steps ahead, as in gemm_loop):
+//   wait for this thread's copies of step s, fence them into the async proxy, barrier (every
+//   thread's copies of s visible); issue the 4 k16 x kMI products of s as one commit group;
+//   wgmma.wait_group 1 (this warpgroup's products of step s - 1 are done); barrier (both
+//   warpgroups' are); refill step s - 1's stage with step s + kStages - 1.
+// So the tensor cores always hold the products of one step while the next is made ready, and the
+// copies of the next stages overlap them. After the last step of an output tile the loop waits
+// for every product and hands the accumulators to tile_done, whose work the copies already
+// issued for the next tile overlap (as in gemm_loop); the next tile's first products overwrite
+// them (scale-d 0).
+//
+// Needs: smem 1024-byte aligned (checked: a trap otherwise; the kernels using this loop declare
+// no static shared memory, so the dynamic block starts the CTA's window); compiled for sm_90a
+// only (the kernels select CeWgCta under __CUDA_ARCH_FEAT_SM90_ALL).
+#pragma once
+
+#include "ce_mma.cuh"
+#include "wgmma.cuh"
+
+namespace tilejit_ce {
+
+template <int M, int N, int Stages>
+struct CeWgCta {
+  static_assert(M % 128 == 0 && N == 128, "two warpgroups of m64 fragments, n128 products");
+  static constexpr bool kWgmma = true;
+  static constexpr int kM = M, kN = N, kK = 64, kStages = Stages;
+  static constexpr int kThreads = 256, kWgRows = M / 2;
+  static constexpr int kWarpsN = 1;
+  static constexpr int kMI = kWgRows / 64, kNI = N / 8;
+  static constexpr int kAElems = M * 64, kBElems = N * 64, kStageElems = kAElems + kBElems;
+  static constexpr int kSmemBytes = kStages * kStageElems * 2;
+  static_assert(kAElems * 2 % 1024 == 0 && kStageElems * 2 % 1024 == 0,
+                "every tile starts a 128-byte swizzle pattern");
+  typedef float Acc[kMI][kNI][4];
+
+  __device__ static __forceinline__ int col_warp() { return 0; }
+  __device__ static __forceinline__ int row(int mi, int h) {
+    return (threadIdx.x >> 7) * kWgRows + mi * 64 + ((threadIdx.x >> 5) & 3) * 16 + h * 8 +
+           ((threadIdx.x & 31) >> 2);
+  }
+  __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
+};
+
+// Descriptor of a K-major 128-byte-swizzled slice at shared address `addr`: rows 128 bytes
+// apart, 8-row groups 1024 bytes apart (the leading offset is unused for this layout).
+__device__ __forceinline__ unsigned long long kmajor_descriptor(u32 addr) {
+  return tjk::smem_descriptor_sw128(addr, 16, 1024);
+}
+
+template <bool kF16>
+struct CeWgElem {
+  typedef tjk::bf16 type;
+};
+template <>
+struct CeWgElem<true> {
+  typedef tjk::f16 type;
+};
+
+// The products of one K step of 64 on the stage at a_tile / b_tile (shared addresses), issued by
+// this thread's warpgroup: acc[mi] = (accumulate ? acc[mi] : 0) + A[rows of fragment mi][64] .
+// B[N][64]^T.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void wgmma_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
+                                           bool accumulate) {
+  typedef typename CeWgElem<kF16>::type T;
+  const u32 a_rows = a_tile + (threadIdx.x >> 7) * Cta::kWgRows * 128;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int mi = 0; mi < Cta::kMI; ++mi)
+      tjk::Wgmma<Cta::kN>::template ss<T>(
+          acc[mi], kmajor_descriptor(a_rows + mi * 64 * 128 + kk * 32),
+          kmajor_descriptor(b_tile + kk * 32), kk > 0 || accumulate);
+}
+
+// Pins the accumulators at this point among the volatile asm (wgmma.cuh pin_registers): after a
+// wait, code reading or resetting them is not hoisted above it; before an issue, nothing touching
+// them is sunk below it.
+template <class Acc>
+__device__ __forceinline__ void pin_acc(Acc& acc) {
+  constexpr int kMI = sizeof(acc) / sizeof(acc[0]);
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi) tjk::pin_registers(acc[mi]);
+}
+
+// gemm_loop's contract (ce_mma.cuh) on Hopper, both operands K-major: load(a_tile, b_tile, step)
+// issues the cp.async copies of one step; after every `steps_per_tile` steps tile_done(tile
+// index, acc) consumes the accumulators (reading them only), which then restart at zero. One
+// difference: after the last tile_done the accumulators keep that tile's values (gemm_loop
+// zeroes them); callers with several tiles read them only in tile_done. `smem` holds
+// Cta::kSmemBytes, 1024-byte aligned.
+template <class Cta, bool kF16, class Load, class TileDone>
+__device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_per_tile, Load load,
+                                               TileDone tile_done, typename Cta::Acc& acc) {
+  constexpr int S = Cta::kStages;
+  const u32 smem_base = smem_addr(smem);
+  if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
+  zero_acc(acc);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < steps) load(smem + s * Cta::kStageElems, smem + s * Cta::kStageElems + Cta::kAElems, s);
+    cp_async_commit();
+  }
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<S - 2>();
+    tjk::fence_proxy_async_shared();  // wgmma reads shared memory through the async proxy
+    __syncthreads();
+    const u32 cur = smem_base + (step % S) * (Cta::kStageElems * 2);
+    pin_acc(acc);
+    tjk::wgmma_fence();
+    // An output tile's first step overwrites the accumulators (scale-d 0) rather than having
+    // them zeroed: no other instruction writes them while products may be in flight, which
+    // would make ptxas serialise the products.
+    wgmma_step<Cta, kF16>(acc, cur, cur + Cta::kAElems * 2, step % steps_per_tile != 0);
+    tjk::wgmma_commit();
+    tjk::wgmma_wait<1>();  // this warpgroup is done with step - 1's stage
+    pin_acc(acc);
+    __syncthreads();  // and so is the other
+    const int next = step + S - 1;
+    if (next < steps) {
+      u16* st = smem + (next % S) * Cta::kStageElems;
+      load(st, st + Cta::kAElems, next);
+    }
+    cp_async_commit();
+    if ((step + 1) % steps_per_tile == 0) {
+      tjk::wgmma_wait<0>();
+      pin_acc(acc);
+      tile_done(step / steps_per_tile, acc);
+    }
+  }
+  tjk::wgmma_wait<0>();
+  pin_acc(acc);
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
+// The tile loop of CTA type Cta: gemm_loop_sm90 for a CeWgCta, gemm_loop otherwise.
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
+__device__ __forceinline__ void ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
+                                             TileDone tile_done, typename Cta::Acc& acc) {
+  if constexpr (Cta::kWgmma) {
+    static_assert(kAKMajor && kBKMajor, "the Hopper loop takes K-major operands");
+    gemm_loop_sm90<Cta, kF16>(smem, steps, steps_per_tile, load, tile_done, acc);
+  } else {
+    gemm_loop<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done, acc);
+  }
+}
+
+}  // namespace tilejit_ce
