@@ -89,14 +89,17 @@ void check_gpu_layout(const TensorView& t) {
                        t.name, i, t.strides[i], t.describe());
 }
 
-// What the Hopper forward needs on top: TMA addresses memory through non-negative strides.
-void check_tma_layout(const TensorView& t) {
+// What the Hopper kernels need on top: TMA addresses memory through non-negative strides.
+// `pass` is "forward" or "backward".
+void check_tma_layout(const TensorView& t, std::string_view pass) {
+  const bool fwd = pass == "forward";
   for (int i = 0; i < 3; ++i)
     TILEJIT_USER_CHECK(t.shape[i] <= 1 || t.strides[i] >= 0,
-                       "attention: '{}': the sm90 forward loads it with TMA, which needs "
-                       "non-negative strides, got {} for dimension {} ({}); the portable forward "
-                       "(AttentionPath::Portable, TILEJIT_ATTENTION_PATH=portable) takes it",
-                       t.name, t.strides[i], i, t.describe());
+                       "attention: '{}': the sm90 {} loads it with TMA, which needs "
+                       "non-negative strides, got {} for dimension {} ({}); the portable {} "
+                       "(AttentionPath::Portable, {}=portable) takes it",
+                       t.name, pass, t.strides[i], i, t.describe(), pass,
+                       fwd ? "TILEJIT_ATTENTION_PATH" : "TILEJIT_ATTENTION_BWD_PATH");
 }
 
 // Called last, once a context is current: catches host memory marked as device memory.
@@ -263,8 +266,12 @@ struct BwdParams {
 struct TmaMapsArg {  // tjk::AttnFwdTmaMaps
   CUtensorMap q, k, v;
 };
+struct BwdTmaMapsArg {  // tjk::AttnBwdTmaMaps
+  CUtensorMap q, k, v, d_out;
+};
 static_assert(sizeof(FwdParams) == kAttnFwdParamsBytes);
 static_assert(sizeof(TmaMapsArg) == kAttnFwdTmaMapsBytes);
+static_assert(sizeof(BwdTmaMapsArg) == kAttnBwdTmaMapsBytes);
 static_assert(sizeof(BwdParams) == kAttnBwdParamsBytes);
 
 struct DeviceMask {
@@ -386,6 +393,27 @@ AttentionModule attention_forward_module(AttentionPath path, const std::string& 
   return AttentionModule::ForwardSm90;
 }
 
+AttentionModule attention_backward_module(AttentionPath path, const std::string& arch,
+                                          bool deterministic) {
+  if (path == AttentionPath::Auto) {
+    const char* env = std::getenv("TILEJIT_ATTENTION_BWD_PATH");
+    const std::string_view chosen = env ? env : "";
+    TILEJIT_USER_CHECK(chosen.empty() || chosen == "portable" || chosen == "sm90",
+                       "TILEJIT_ATTENTION_BWD_PATH must be 'portable' or 'sm90', got '{}'", chosen);
+    if (chosen.empty())
+      path = arch == "sm_90a" ? AttentionPath::Sm90 : AttentionPath::Portable;
+    else
+      path = chosen == "sm90" ? AttentionPath::Sm90 : AttentionPath::Portable;
+  }
+  if (path == AttentionPath::Portable)
+    return deterministic ? AttentionModule::BackwardDeterministic : AttentionModule::Backward;
+  TILEJIT_USER_CHECK(arch == "sm_90a",
+                     "attention: the sm90 backward (wgmma + TMA) runs on sm_90a devices (compute "
+                     "capability 9.0), not on this {} device",
+                     arch);
+  return deterministic ? AttentionModule::BackwardSm90Deterministic : AttentionModule::BackwardSm90;
+}
+
 AttentionVariant attention_variant(DType dtype, int head_dim) {
   TILEJIT_USER_CHECK(
       (dtype == DType::BF16 || dtype == DType::F16) && (head_dim == 64 || head_dim == 128),
@@ -440,7 +468,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   const AttentionModule module = attention_forward_module(options.forward_path, arch);
   const bool sm90 = module == AttentionModule::ForwardSm90;
   if (sm90)
-    for (const TensorView* t : {&q, &k, &v}) check_tma_layout(*t);
+    for (const TensorView* t : {&q, &k, &v}) check_tma_layout(*t, "forward");
   auto fwd = prepare(program, program_key(program), variant, module, arch);
   Kernel kernel = load(*fwd, sm90 ? "attention_fwd_sm90" : "attention_fwd", p.dim);
   if (int64_t{p.batch} * p.heads_q * p.seq_q == 0) return;
@@ -499,17 +527,24 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   AttentionVariant variant = attention_variant(q.dtype, p.dim);
   const std::string key = program_key(program);
   const bool det = options.deterministic;
+  const AttentionModule module = attention_backward_module(options.backward_path, arch, det);
+  const bool sm90 = module == AttentionModule::BackwardSm90 ||
+                    module == AttentionModule::BackwardSm90Deterministic;
+  if (sm90)
+    for (const TensorView* t : {&q, &k, &v, &d_out}) check_tma_layout(*t, "backward");
   auto rows = prepare(program, key, variant, AttentionModule::BackwardRows, arch);
-  auto main =
-      prepare(program, key, variant,
-              det ? AttentionModule::BackwardDeterministic : AttentionModule::Backward, arch);
+  auto main = prepare(program, key, variant, module, arch);
   Kernel preprocess = load(*rows, "attention_bwd_preprocess", p.dim);
   Kernel convert = load(*rows, "attention_bwd_dq_convert", p.dim);
-  Kernel bwd = load(*main, det ? "attention_bwd_det" : "attention_bwd", p.dim);
+  const char* main_kernel = sm90 ? (det ? "attention_bwd_sm90_det" : "attention_bwd_sm90")
+                                 : (det ? "attention_bwd_det" : "attention_bwd");
+  Kernel bwd = load(*main, main_kernel, p.dim);
   Kernel dq_kernel = det ? load(*main, "attention_bwd_dq", p.dim) : Kernel{};
   const int64_t n_rows = int64_t{p.batch} * p.heads_q * p.seq_q;
   if (n_rows == 0 && int64_t{p.batch} * p.heads_kv * p.seq_kv == 0) return;
   std::vector<unsigned char> args = pack_args(main->layout, bindings);
+  BwdTmaMapsArg maps{};
+  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v), tensor_map(d_out)};
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
@@ -532,11 +567,13 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, block_mask)};
   void* rows_params[] = {&params};
-  void* main_params[] = {&params, args.data()};
+  void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);
+  // The sm90 kernel's CTA covers kAttentionBwdSm90BlockKV keys, two block-mask kv tiles.
+  const int kv_per_cta = sm90 ? kAttentionBwdSm90BlockKV / kAttentionBlockKV : 1;
   launch_if(bwd,
             {static_cast<unsigned>(p.batch * p.heads_kv),
-             static_cast<unsigned>(block_mask.kv_tiles()), 1},
+             static_cast<unsigned>((block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta), 1},
             stream, main_params);
   if (det)
     launch_if(dq_kernel,

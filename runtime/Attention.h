@@ -20,7 +20,9 @@
 // f16, head dim 64 or 128, 16-byte aligned rows: data pointers 16-byte aligned and the B, H, S
 // strides multiples of 8 elements; the block mask built with block_q = 128, block_kv = 64);
 // on sm_90a the forward runs the Hopper kernel (wgmma + TMA), which also needs non-negative
-// strides (AttentionOptions::forward_path and TILEJIT_ATTENTION_PATH choose otherwise);
+// strides (AttentionOptions::forward_path and TILEJIT_ATTENTION_PATH choose otherwise); the
+// backward too (AttentionOptions::backward_path and TILEJIT_ATTENTION_BWD_PATH choose
+// otherwise), with the same needs;
 // all in host memory -> the CPU executor (runtime/cpu/CpuAttention.h; f32, bf16 or f16, any head
 // dim, any tile sizes). Bound buffers live where the tensors do. Mixing is a UserError.
 //
@@ -44,8 +46,8 @@
 
 namespace tilejit {
 
-// Which GPU forward kernel runs: the portable one (mma.sync, any sm_80+ device) or the Hopper
-// one (wgmma + TMA, sm_90a only).
+// Which GPU kernels run: the portable ones (mma.sync, any sm_80+ device) or the Hopper ones
+// (wgmma + TMA, sm_90a only).
 enum class AttentionPath : uint8_t { Auto, Portable, Sm90 };
 
 struct AttentionOptions {
@@ -56,6 +58,10 @@ struct AttentionOptions {
   // Auto: TILEJIT_ATTENTION_PATH=portable|sm90 when set, else Sm90 on sm_90a devices and
   // Portable elsewhere. Asking for Sm90 elsewhere is a UserError.
   AttentionPath forward_path = AttentionPath::Auto;
+  // Auto: TILEJIT_ATTENTION_BWD_PATH=portable|sm90 when set, else Sm90 on sm_90a devices and
+  // Portable elsewhere. Asking for Sm90 on another arch is a UserError. Deterministic mode with Sm90 computes dK and dV on the
+  // Hopper kernel and dQ with the portable deterministic kernel.
+  AttentionPath backward_path = AttentionPath::Auto;
 };
 
 // O = softmax(mask(score_mod(scale * Q K^T))) V and its log-sum-exp, into `out` and `lse`.
@@ -77,6 +83,13 @@ void attention_backward(const AttentionProgram& program, const TensorView& q, co
 // reading TILEJIT_ATTENTION_PATH when `path` is Auto; a UserError for Sm90 on another arch or an
 // unknown TILEJIT_ATTENTION_PATH value.
 AttentionModule attention_forward_module(AttentionPath path, const std::string& arch);
+
+// The main backward module that runs for `path` on a device compiled for `arch` (Backward,
+// BackwardDeterministic, BackwardSm90 or BackwardSm90Deterministic), reading
+// TILEJIT_ATTENTION_BWD_PATH when `path` is Auto; a UserError for Sm90 on another arch or an
+// unknown TILEJIT_ATTENTION_BWD_PATH value.
+AttentionModule attention_backward_module(AttentionPath path, const std::string& arch,
+                                          bool deterministic);
 
 // The GPU kernel variant for a tensor dtype and head dim; a UserError listing what is supported
 // for anything else.

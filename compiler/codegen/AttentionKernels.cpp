@@ -23,7 +23,7 @@ struct AttnEntry {
   std::string_view launch_bounds;
   std::string_view smem;        // empty: no dynamic shared memory
   std::string_view min_blocks;  // second launch bound (CTAs per SM); empty: none
-  bool tma_maps;                // takes tjk::AttnFwdTmaMaps after TjArgs
+  std::string_view tma_maps;    // the tensor-map struct it takes after TjArgs; empty: none
 };
 
 const std::vector<AttnEntry>& entries() {
@@ -33,20 +33,28 @@ const std::vector<AttnEntry>& entries() {
        "tjk::AttnFwdConfig<{D}>::kWarps * 32",
        "tjk::AttnFwdSmem<{D}, tjk::AttnFwdConfig<{D}>::kWarps, "
        "tjk::AttnFwdConfig<{D}>::kMTiles>::kBytes",
-       "", false},
+       "", ""},
       {M::Backward, "attention_bwd", "attention_bwd_cta", true, "{T}, {D}, true", "128",
-       "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, true>()>::kBytes", "", false},
+       "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, true>()>::kBytes", "", ""},
       {M::BackwardDeterministic, "attention_bwd_det", "attention_bwd_cta", true, "{T}, {D}, false",
-       "128", "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, false>()>::kBytes", "", false},
+       "128", "tjk::AttnBwdSmem<{D}, tjk::attn_bwd_q_step<{D}, false>()>::kBytes", "", ""},
       {M::BackwardDeterministic, "attention_bwd_dq", "attention_bwd_dq_cta", true, "{T}, {D}",
-       "256", "tjk::AttnBwdDqSmem<{D}>::kBytes", "", false},
+       "256", "tjk::AttnBwdDqSmem<{D}>::kBytes", "", ""},
       {M::BackwardRows, "attention_bwd_preprocess", "attention_bwd_preprocess_cta", false,
-       "{T}, {D}", "256", "", "", false},
+       "{T}, {D}", "256", "", "", ""},
       {M::BackwardRows, "attention_bwd_dq_convert", "attention_bwd_dq_convert_cta", false,
-       "{T}, {D}", "256", "", "", false},
+       "{T}, {D}", "256", "", "", ""},
       // One CTA per SM: the warpgroups share the register file through setmaxnreg.
       {M::ForwardSm90, "attention_fwd_sm90", "attention_fwd_sm90_cta", true, "{T}, {D}",
-       "tjk::kAttnFwdSm90Threads", "tjk::AttnFwdSm90Layout<{D}>::kBytes", "1", true},
+       "tjk::kAttnFwdSm90Threads", "tjk::AttnFwdSm90Layout<{D}>::kBytes", "1", "AttnFwdTmaMaps"},
+      {M::BackwardSm90, "attention_bwd_sm90", "attention_bwd_sm90_cta", true, "{T}, {D}, true",
+       "tjk::kAttnBwdSm90Threads", "tjk::AttnBwdSm90Layout<{D}>::kBytes", "1", "AttnBwdTmaMaps"},
+      // Deterministic mode: dK and dV on wgmma, dQ by the portable kernel without atomics.
+      {M::BackwardSm90Deterministic, "attention_bwd_sm90_det", "attention_bwd_sm90_cta", true,
+       "{T}, {D}, false", "tjk::kAttnBwdSm90Threads", "tjk::AttnBwdSm90Layout<{D}>::kBytes", "1",
+       "AttnBwdTmaMaps"},
+      {M::BackwardSm90Deterministic, "attention_bwd_dq", "attention_bwd_dq_cta", true, "{T}, {D}",
+       "256", "tjk::AttnBwdDqSmem<{D}>::kBytes", "", ""},
   };
   return table;
 }
@@ -82,6 +90,8 @@ std::string_view module_header(AttentionModule m) {
   switch (m) {
     case AttentionModule::Forward: return "attention_fwd.cuh";
     case AttentionModule::ForwardSm90: return "attention_fwd_sm90.cuh";
+    case AttentionModule::BackwardSm90:
+    case AttentionModule::BackwardSm90Deterministic: return "attention_bwd_sm90.cuh";
     case AttentionModule::Backward:
     case AttentionModule::BackwardDeterministic:
     case AttentionModule::BackwardRows: return "attention_bwd.cuh";
@@ -108,6 +118,12 @@ std::string launch_asserts(AttentionModule module, const AttentionVariant& v) {
         "static_assert(sizeof(tjk::AttnFwdTmaMaps) == {} && tjk::kAttnSm90BlockQ == {}, "
         "\"attention_fwd_sm90: tensor maps and tiles as runtime/Attention.cpp says\");\n",
         kAttnFwdTmaMapsBytes, kAttentionBlockQ);
+  if (module == AttentionModule::BackwardSm90 ||
+      module == AttentionModule::BackwardSm90Deterministic)
+    s += fmt::format(
+        "static_assert(sizeof(tjk::AttnBwdTmaMaps) == {} && tjk::kAttnBwdSm90BlockKV == {}, "
+        "\"attention_bwd_sm90: tensor maps and tiles as runtime/Attention.cpp says\");\n",
+        kAttnBwdTmaMapsBytes, kAttentionBwdSm90BlockKV);
   for (const AttnEntry& e : entries()) {
     if (e.module != module) continue;
     AttentionLaunchShape shape = attention_launch_shape(e.kernel, v.head_dim);
@@ -134,9 +150,13 @@ std::string variant_suffix(const AttentionVariant& v) {
 }
 
 const std::vector<AttentionModule>& attention_modules() {
-  static const std::vector<AttentionModule> all = {
-      AttentionModule::Forward, AttentionModule::BackwardRows, AttentionModule::Backward,
-      AttentionModule::BackwardDeterministic, AttentionModule::ForwardSm90};
+  static const std::vector<AttentionModule> all = {AttentionModule::Forward,
+                                                   AttentionModule::BackwardRows,
+                                                   AttentionModule::Backward,
+                                                   AttentionModule::BackwardDeterministic,
+                                                   AttentionModule::ForwardSm90,
+                                                   AttentionModule::BackwardSm90,
+                                                   AttentionModule::BackwardSm90Deterministic};
   return all;
 }
 
@@ -147,6 +167,8 @@ std::string_view attention_module_name(AttentionModule m) {
     case AttentionModule::BackwardDeterministic: return "attention_bwd_det";
     case AttentionModule::BackwardRows: return "attention_bwd_rows";
     case AttentionModule::ForwardSm90: return "attention_fwd_sm90";
+    case AttentionModule::BackwardSm90: return "attention_bwd_sm90";
+    case AttentionModule::BackwardSm90Deterministic: return "attention_bwd_sm90_det";
   }
   internal_error("unknown attention module");
 }
@@ -161,6 +183,8 @@ AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_di
   if (kernel == "attention_bwd") return {128, d128 ? 70144 : 58368};
   if (kernel == "attention_bwd_det") return {128, d128 ? 107520 : 58368};
   if (kernel == "attention_bwd_dq") return {256, d128 ? 131072 : 65536};
+  if (kernel == "attention_bwd_sm90" || kernel == "attention_bwd_sm90_det")
+    return {384, d128 ? 201728 : 137216};
   if (kernel == "attention_bwd_preprocess" || kernel == "attention_bwd_dq_convert") return {256, 0};
   internal_error("unknown attention kernel {}", kernel);
 }
@@ -222,8 +246,8 @@ AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
       targs = "TjProgram, TjArgs, " + targs;
       args += ", a";
     }
-    if (e.tma_maps) {
-      params += ",\n    const __grid_constant__ tjk::AttnFwdTmaMaps maps";
+    if (!e.tma_maps.empty()) {
+      params += fmt::format(",\n    const __grid_constant__ tjk::{} maps", e.tma_maps);
       args += ", maps";
     }
     std::string bounds = substitute(e.launch_bounds, variant);

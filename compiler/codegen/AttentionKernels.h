@@ -1,26 +1,30 @@
 // CUDA code generation for the block-sparse attention kernels (kernels_templates/
-// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh): the translation units an
-// attention program needs, each
+// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh, attention_bwd_sm90.cuh): the
+// translation units an attention program needs, each
 // a few extern "C" entry points that instantiate the hand-written templates' device bodies
 // (<kernel>_cta) with the program's hooks, the variant's element type and head dim, and the
 // templates' launch bounds.
 //
-// Four modules per variant (element type bf16 / f16, head dim 64 / 128), so a forward-only
+// Seven modules per variant (element type bf16 / f16, head dim 64 / 128), so a forward-only
 // caller compiles one, and what does not depend on the program is compiled once for all
 // programs (the kernel cache keys on the source):
 //
-//   Forward                attention_fwd                          program + variant
-//   Backward               attention_bwd (atomic dQ)              program + variant
-//   BackwardDeterministic  attention_bwd_det, attention_bwd_dq    program + variant
-//   BackwardRows           attention_bwd_preprocess,              variant
-//                          attention_bwd_dq_convert
-//   ForwardSm90            attention_fwd_sm90 (wgmma + TMA)       program + variant
+//   Forward                    attention_fwd                          program + variant
+//   Backward                   attention_bwd (atomic dQ)              program + variant
+//   BackwardDeterministic      attention_bwd_det, attention_bwd_dq    program + variant
+//   BackwardRows               attention_bwd_preprocess,              variant
+//                              attention_bwd_dq_convert
+//   ForwardSm90                attention_fwd_sm90 (wgmma + TMA)       program + variant
+//   BackwardSm90               attention_bwd_sm90 (atomic dQ)         program + variant
+//   BackwardSm90Deterministic  attention_bwd_sm90_det,                program + variant
+//                              attention_bwd_dq
 //
-// ForwardSm90 is the forward for sm_90a devices (runtime/Attention.h picks it there); on any
-// other target its entry point compiles to a trap, so the module list does not depend on the
+// The Sm90 modules are for sm_90a devices (runtime/Attention.h picks them there); on any other
+// target their wgmma entry points compile to a trap, so the module list does not depend on the
 // architecture and a bundle built for several archs holds the same modules for each.
-// A backward pass runs BackwardRows' preprocess, then Backward's main kernel and BackwardRows'
-// dq_convert (atomic mode), or BackwardDeterministic's two kernels (deterministic mode).
+// A backward pass runs BackwardRows' preprocess, then Backward's (or BackwardSm90's) main
+// kernel and BackwardRows' dq_convert (atomic mode), or BackwardDeterministic's (or
+// BackwardSm90Deterministic's) two kernels (deterministic mode).
 // Program modules name their entries tj_<kernel>_<bf16|f16>_d<D>_<hash16>, the shared one
 // tj_<kernel>_<bf16|f16>_d<D>.
 #pragma once
@@ -42,7 +46,9 @@ enum class AttentionModule : uint8_t {
   Backward,
   BackwardDeterministic,
   BackwardRows,
-  ForwardSm90
+  ForwardSm90,
+  BackwardSm90,
+  BackwardSm90Deterministic
 };
 
 // What selects an attention kernel besides the program: the element type of Q, K, V (and of O,
@@ -81,10 +87,15 @@ inline constexpr int kAttentionBlockKV = 64;
 
 // Byte sizes of the templates' launch-parameter structs; generated modules assert them on the
 // device side and runtime/Attention.cpp on its host mirrors. ForwardSm90 takes the forward's
-// params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap).
+// params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap); the
+// BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO maps (four).
 inline constexpr size_t kAttnFwdParamsBytes = 216;
 inline constexpr size_t kAttnBwdParamsBytes = 360;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 384;
+inline constexpr size_t kAttnBwdTmaMapsBytes = 512;
+// Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is
+// (B * Hkv, ceil(kv_tiles / 2)).
+inline constexpr int kAttentionBwdSm90BlockKV = 128;
 
 // How a kernel is launched: threads per CTA and dynamic shared memory (asserted by the
 // generated code against the templates' own constants, so the two cannot drift apart).
@@ -93,7 +104,8 @@ struct AttentionLaunchShape {
   int smem_bytes = 0;
 };
 // kernel: "attention_fwd", "attention_fwd_sm90", "attention_bwd", "attention_bwd_det",
-// "attention_bwd_dq", "attention_bwd_preprocess", "attention_bwd_dq_convert".
+// "attention_bwd_dq", "attention_bwd_preprocess", "attention_bwd_dq_convert",
+// "attention_bwd_sm90", "attention_bwd_sm90_det".
 AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_dim);
 
 }  // namespace tilejit

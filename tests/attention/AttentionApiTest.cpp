@@ -307,5 +307,51 @@ TEST(AttentionApi, ForwardPathFollowsTheOptionTheEnvironmentAndTheArch) {
     unsetenv("TILEJIT_ATTENTION_PATH");
 }
 
+// Which GPU backward runs: the Hopper kernels on sm_90a and the portable ones elsewhere unless
+// asked otherwise (the option first, then TILEJIT_ATTENTION_BWD_PATH); the Hopper ones on
+// another arch, or an unknown TILEJIT_ATTENTION_BWD_PATH, are a UserError saying why.
+// Deterministic mode picks the deterministic module of the chosen path.
+TEST(AttentionApi, BackwardPathFollowsTheArchUnlessAskedOtherwise) {
+  const char* saved = std::getenv("TILEJIT_ATTENTION_BWD_PATH");
+  const std::string saved_value = saved ? saved : "";
+  using P = AttentionPath;
+  using M = AttentionModule;
+  unsetenv("TILEJIT_ATTENTION_BWD_PATH");
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", false), M::BackwardSm90);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", true), M::BackwardSm90Deterministic);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_80", false), M::Backward);
+  EXPECT_EQ(attention_backward_module(P::Portable, "sm_90a", false), M::Backward);
+  EXPECT_EQ(attention_backward_module(P::Sm90, "sm_90a", false), M::BackwardSm90);
+  EXPECT_EQ(attention_backward_module(P::Sm90, "sm_90a", true), M::BackwardSm90Deterministic);
+  expect_user_error([] { attention_backward_module(P::Sm90, "sm_89", false); },
+                    {"sm_90a", "sm_89"});
+  setenv("TILEJIT_ATTENTION_BWD_PATH", "sm90", 1);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", false), M::BackwardSm90);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", true), M::BackwardSm90Deterministic);
+  EXPECT_EQ(attention_backward_module(P::Portable, "sm_90a", false), M::Backward);
+  expect_user_error([] { attention_backward_module(P::Auto, "sm_80", false); },
+                    {"sm_90a", "sm_80"});
+  setenv("TILEJIT_ATTENTION_BWD_PATH", "portable", 1);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", false), M::Backward);
+  EXPECT_EQ(attention_backward_module(P::Sm90, "sm_90a", false), M::BackwardSm90);
+  setenv("TILEJIT_ATTENTION_BWD_PATH", "hopper", 1);
+  expect_user_error([] { attention_backward_module(P::Auto, "sm_90a", false); },
+                    {"TILEJIT_ATTENTION_BWD_PATH", "hopper"});
+  // The forward's variable does not choose the backward.
+  unsetenv("TILEJIT_ATTENTION_BWD_PATH");
+  const char* saved_fwd = std::getenv("TILEJIT_ATTENTION_PATH");
+  const std::string saved_fwd_value = saved_fwd ? saved_fwd : "";
+  setenv("TILEJIT_ATTENTION_PATH", "portable", 1);
+  EXPECT_EQ(attention_backward_module(P::Auto, "sm_90a", false), M::BackwardSm90);
+  if (saved_fwd)
+    setenv("TILEJIT_ATTENTION_PATH", saved_fwd_value.c_str(), 1);
+  else
+    unsetenv("TILEJIT_ATTENTION_PATH");
+  if (saved)
+    setenv("TILEJIT_ATTENTION_BWD_PATH", saved_value.c_str(), 1);
+  else
+    unsetenv("TILEJIT_ATTENTION_BWD_PATH");
+}
+
 }  // namespace
 }  // namespace tilejit::testing

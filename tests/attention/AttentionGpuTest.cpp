@@ -3,8 +3,8 @@
 // score mod, combinations, and random programs, on random shapes (odd lengths, GQA, both memory
 // layouts, both dtypes, both head dims), forward and backward (atomic and deterministic), with
 // every output poisoned first. Block masks come from the mask analysis (sound) or from
-// evaluating every element. On an sm_90a device every forward runs on both paths, the portable
-// kernel and the Hopper one (AttentionPath). Skipped without a GPU.
+// evaluating every element. On an sm_90a device every forward and every backward runs on both
+// paths, the portable kernels and the Hopper ones (AttentionPath). Skipped without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -150,8 +150,8 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
   auto fwd_ref = attention_forward_reference(rs, ref.hooks(), q.values(), k.values(), v.values());
   // The backward reference takes delta from the output the backward is given (the kernel's own);
   // both overflow together, so a case is drawn again when the exact one is not finite.
-  auto exact_bwd = attention_backward_reference(rs, ref.hooks(), q.values(), k.values(),
-                                                v.values(), d_out.values());
+  auto exact_bwd = attention_backward_reference(rs, ref.hooks(), q.values(), k.values(), v.values(),
+                                                d_out.values());
   for (const auto* vec : {&fwd_ref.out, &exact_bwd.dq, &exact_bwd.dk, &exact_bwd.dv})
     for (double x : *vec)
       if (!std::isfinite(x)) return false;
@@ -168,7 +168,7 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
   const Bindings& bind = gpu ? bound.device : bound.host;
   std::vector<AttentionPath> paths{AttentionPath::Portable};
   if (gpu && device_arch(0) == "sm_90a") paths.push_back(AttentionPath::Sm90);
-  for (AttentionPath path : paths) {  // the backward below gets the last path's output
+  for (AttentionPath path : paths) {  // the backwards below get the last path's output
     SCOPED_TRACE(path == AttentionPath::Sm90 ? "sm90 forward" : "portable forward");
     poison(out), poison(lse);
     attention_forward(prog, view(q), view(k), view(v), bind, mask,
@@ -182,25 +182,29 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
   auto bwd_ref = attention_backward_reference(rs, ref.hooks(), q.values(), k.values(), v.values(),
                                               d_out.values(), &given_out);
 
-  std::vector<double> first[3];
-  for (int mode = 0; mode < 3; ++mode) {  // atomic, deterministic, deterministic again
-    const bool det = mode > 0;
-    for (TestTensor* t : {&dq, &dk, &dv}) poison(*t);
-    attention_backward(prog, view(q), view(k), view(v), view(out), view(lse), view(d_out), bind,
-                       mask, AttentionOptions{.scale = std::nullopt, .deterministic = det}, nullptr,
-                       view(dq), view(dk), view(dv));
-    finish({&dq, &dk, &dv});
-    if (mode == 2) {
-      EXPECT_EQ(dq.values(), first[0]) << "deterministic dQ differs between runs";
-      EXPECT_EQ(dk.values(), first[1]);
-      EXPECT_EQ(dv.values(), first[2]);
-      break;
+  for (AttentionPath path : paths) {
+    SCOPED_TRACE(path == AttentionPath::Sm90 ? "sm90 backward" : "portable backward");
+    std::vector<double> first[3];
+    for (int mode = 0; mode < 3; ++mode) {  // atomic, deterministic, deterministic again
+      const bool det = mode > 0;
+      for (TestTensor* t : {&dq, &dk, &dv}) poison(*t);
+      attention_backward(
+          prog, view(q), view(k), view(v), view(out), view(lse), view(d_out), bind, mask,
+          AttentionOptions{.scale = std::nullopt, .deterministic = det, .backward_path = path},
+          nullptr, view(dq), view(dk), view(dv));
+      finish({&dq, &dk, &dv});
+      if (mode == 2) {
+        EXPECT_EQ(dq.values(), first[0]) << "deterministic dQ differs between runs";
+        EXPECT_EQ(dk.values(), first[1]);
+        EXPECT_EQ(dv.values(), first[2]);
+        break;
+      }
+      if (mode == 1) first[0] = dq.values(), first[1] = dk.values(), first[2] = dv.values();
+      SCOPED_TRACE(det ? "deterministic" : "atomic");
+      check_close("dq", dq.values(), bwd_ref.dq, tol);
+      check_close("dk", dk.values(), bwd_ref.dk, tol);
+      check_close("dv", dv.values(), bwd_ref.dv, tol);
     }
-    if (mode == 1) first[0] = dq.values(), first[1] = dk.values(), first[2] = dv.values();
-    SCOPED_TRACE(det ? "deterministic" : "atomic");
-    check_close("dq", dq.values(), bwd_ref.dq, tol);
-    check_close("dk", dk.values(), bwd_ref.dk, tol);
-    check_close("dv", dv.values(), bwd_ref.dv, tol);
   }
   return true;
 }

@@ -1,11 +1,11 @@
 // The CI guard for the attention kernels: every module an attention program needs (forward,
-// backward with atomic dQ, deterministic backward, the shared row kernels, the sm_90a forward)
-// is generated and compiled with NVRTC, no GPU needed. Each module is several seconds of NVRTC,
-// so the matrix is split: every example program for bf16 / d128 on sm_80 and sm_90a; the other
-// variants and the random programs rotate through architectures and variants.
-// TILEJIT_ATTENTION_NVRTC_FULL=1 compiles every example for every variant and arch. Each
-// compile's time is printed. The sm_90a forward is also held to what makes it fast: ptxas keeps
-// its wgmma products asynchronous and spills nothing.
+// backward with atomic dQ, deterministic backward, the shared row kernels, the sm_90a forward
+// and the sm_90a backward in both modes) is generated and compiled with NVRTC, no GPU needed.
+// Each module is several seconds of NVRTC, so the matrix is split: every example program for
+// bf16 / d128 on sm_80 and sm_90a; the other variants and the random programs rotate through
+// architectures and variants. TILEJIT_ATTENTION_NVRTC_FULL=1 compiles every example for every
+// variant and arch. Each compile's time is printed. The sm_90a kernels are also held to what
+// makes them fast: ptxas keeps their wgmma products asynchronous and spills nothing.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <time.h>
@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "compiler/Error.h"
@@ -169,23 +170,27 @@ TEST(AttentionNvrtc, OtherVariantsRotateThroughExamples) {
 // the set every (module, variant, arch) is covered.
 TEST(AttentionNvrtc, RandomPrograms) {
   std::mt19937_64 rng(0xa77e);
-  constexpr int kPrograms = 32;
+  constexpr int kPrograms = 48;
   // Depth 3: a hook is inlined into every tile variant of every kernel, so deep random hooks
   // cost tens of seconds of ptxas each; tests/codegen compiles deep ones in small kernels.
   RandomProgramOptions opt;
   opt.max_depth = 3;
-  const AttentionModule modules[] = {AttentionModule::Forward, AttentionModule::Backward,
+  const AttentionModule modules[] = {AttentionModule::Forward,
+                                     AttentionModule::Backward,
                                      AttentionModule::BackwardDeterministic,
-                                     AttentionModule::ForwardSm90};
+                                     AttentionModule::ForwardSm90,
+                                     AttentionModule::BackwardSm90,
+                                     AttentionModule::BackwardSm90Deterministic};
+  constexpr int kModules = static_cast<int>(std::size(modules));
   std::vector<Job> jobs;
   for (int i = 0; i < kPrograms; ++i) {
     AttentionProgram p = random_attention_program(rng, opt);
     p.name = fmt::format("random_{}", i);
-    // Module i % 4 with variant (i / 4) % 4; the arch flips after 16 programs, so every
+    // Module i % 6 with variant (i / 6) % 4; the arch flips after 24 programs, so every
     // (module, variant, arch) is compiled once.
-    AttentionModule m = modules[i % 4];
-    const AttentionVariant& v = kVariants[(i / 4) % 4];
-    const char* arch = kArchs[(i / 16 + i) % 2];
+    AttentionModule m = modules[i % kModules];
+    const AttentionVariant& v = kVariants[(i / kModules) % 4];
+    const char* arch = kArchs[(i / (kModules * 4) + i) % 2];
     for (AttentionKernelSource& s : attention_kernel_sources(p, v))
       if (s.module == m)
         jobs.push_back({fmt::format("{} [{}] {}", p.name, s.variant, arch), std::move(s), arch});
@@ -193,24 +198,27 @@ TEST(AttentionNvrtc, RandomPrograms) {
   compile_all(jobs);
 }
 
-// The list `tilejit compile` and the AOT bundler use: dense_mask plus the five attention
+// The list `tilejit compile` and the AOT bundler use: dense_mask plus the seven attention
 // modules for the requested variant, each entry point named; unsupported variants are
 // UserErrors that say what is supported.
 TEST(AttentionNvrtc, ProgramKernelsListTheAttentionModules) {
   AttentionProgram p = example_programs().at(0);
   std::vector<ProgramKernel> ks = program_kernels(ParsedProgram(p), {DType::F16, 64});
-  ASSERT_EQ(ks.size(), 6u);
+  ASSERT_EQ(ks.size(), 8u);
   EXPECT_EQ(ks[0].variant, "dense_mask");
   std::vector<std::string> variants;
   for (size_t i = 1; i < ks.size(); ++i) variants.push_back(ks[i].variant);
   EXPECT_EQ(variants,
             (std::vector<std::string>{"attention_fwd f16 d64", "attention_bwd_rows f16 d64",
                                       "attention_bwd f16 d64", "attention_bwd_det f16 d64",
-                                      "attention_fwd_sm90 f16 d64"}));
+                                      "attention_fwd_sm90 f16 d64", "attention_bwd_sm90 f16 d64",
+                                      "attention_bwd_sm90_det f16 d64"}));
   EXPECT_EQ(ks[3].spec.entry_points.size(), 1u);
   EXPECT_EQ(ks[4].spec.entry_points.size(), 2u);
   EXPECT_EQ(ks[2].spec.entry_points.size(), 2u);
   EXPECT_EQ(ks[5].spec.entry_points.size(), 1u);
+  EXPECT_EQ(ks[6].spec.entry_points.size(), 1u);
+  EXPECT_EQ(ks[7].spec.entry_points.size(), 2u);
   for (auto [dtype, dim] : {std::pair{DType::F32, 128}, {DType::BF16, 96}, {DType::F16, 256}}) {
     try {
       program_kernels(ParsedProgram(p), {dtype, dim});
@@ -223,38 +231,60 @@ TEST(AttentionNvrtc, ProgramKernelsListTheAttentionModules) {
   }
 }
 
-// ptxas's own account of the sm_90a forward: the wgmma products stay asynchronous (no
+// ptxas's own account of an sm_90a module: the wgmma products stay asynchronous (no
 // "serialized" performance warning: a branch it cannot prove uniform inside a commit group, or
 // ordinary code writing an accumulator mid-flight, would cause one), nothing spills, and the
 // kernel keeps the 168-register launch allocation its setmaxnreg split is computed from
-// (40 * 128 + 232 * 256 = 168 * 384).
-TEST(AttentionNvrtc, HopperForwardStaysAsynchronousAndSpillFree) {
+// (forward 40 * 128 + 232 * 256, backward 24 * 128 + 240 * 256, both 168 * 384).
+void expect_hopper_module_asynchronous_and_spill_free(const char* program, AttentionModule module,
+                                                      const AttentionVariant& variant) {
   std::vector<AttentionProgram> examples = example_programs();
-  struct Case {
-    const char* program;
-    AttentionVariant variant;
-  };
-  for (const Case& c : {Case{"causal", kVariants[0]}, Case{"alibi_causal", kVariants[3]}}) {
-    auto it = std::find_if(examples.begin(), examples.end(),
-                           [&](const AttentionProgram& p) { return p.name == c.program; });
-    ASSERT_NE(it, examples.end()) << c.program;
-    LoweredAttention lowered = lower(*it);
-    AttentionKernelSource source = generate_attention_module(
-        lowered.program, lowered.score_grad, AttentionModule::ForwardSm90, c.variant);
-    KernelSpec spec = attention_kernel_spec(source, it->name);
-    std::vector<std::string> options = spec.options;
-    options.push_back("--ptxas-options=-v");
-    CompileResult r = nvrtc_compile({.program_name = source.cuda.file_name,
-                                     .source = spec.source,
-                                     .headers = spec.headers,
-                                     .options = options,
-                                     .arch = "sm_90a"});
-    const std::string what = fmt::format("{} [{}]:\n{}", c.program, source.variant, r.log);
-    EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
-    EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
-    EXPECT_NE(r.log.find("0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << what;
-    EXPECT_NE(r.log.find("Used 168 registers"), std::string::npos) << what;
-  }
+  auto it = std::find_if(examples.begin(), examples.end(),
+                         [&](const AttentionProgram& p) { return p.name == program; });
+  ASSERT_NE(it, examples.end()) << program;
+  LoweredAttention lowered = lower(*it);
+  AttentionKernelSource source =
+      generate_attention_module(lowered.program, lowered.score_grad, module, variant);
+  KernelSpec spec = attention_kernel_spec(source, it->name);
+  std::vector<std::string> options = spec.options;
+  options.push_back("--ptxas-options=-v");
+  CompileResult r = nvrtc_compile({.program_name = source.cuda.file_name,
+                                   .source = spec.source,
+                                   .headers = spec.headers,
+                                   .options = options,
+                                   .arch = "sm_90a"});
+  const std::string what = fmt::format("{} [{}]:\n{}", program, source.variant, r.log);
+  EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
+  EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
+  const std::regex spills("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  int entries = 0;
+  for (auto m = std::sregex_iterator(r.log.begin(), r.log.end(), spills);
+       m != std::sregex_iterator(); ++m, ++entries)
+    EXPECT_TRUE((*m)[1] == "0" && (*m)[2] == "0") << "an entry point spills:\n" << what;
+  EXPECT_EQ(entries, static_cast<int>(source.entries.size())) << what;
+  EXPECT_NE(r.log.find("Used 168 registers"), std::string::npos) << what;
+}
+
+TEST(AttentionNvrtc, HopperForwardStaysAsynchronousAndSpillFree) {
+  expect_hopper_module_asynchronous_and_spill_free("causal", AttentionModule::ForwardSm90,
+                                                   kVariants[0]);
+  expect_hopper_module_asynchronous_and_spill_free("alibi_causal", AttentionModule::ForwardSm90,
+                                                   kVariants[3]);
+}
+
+// The sm_90a backward in both modes (the deterministic module also holds the portable dQ
+// kernel, which must not spill either), on an index-only mask and on a buffer-reading score_mod.
+TEST(AttentionNvrtc, HopperBackwardStaysAsynchronousAndSpillFree) {
+  expect_hopper_module_asynchronous_and_spill_free("causal", AttentionModule::BackwardSm90,
+                                                   kVariants[0]);
+  expect_hopper_module_asynchronous_and_spill_free("softcap_causal", AttentionModule::BackwardSm90,
+                                                   kVariants[0]);
+  expect_hopper_module_asynchronous_and_spill_free("softcap_causal", AttentionModule::BackwardSm90,
+                                                   kVariants[3]);
+  expect_hopper_module_asynchronous_and_spill_free(
+      "alibi_causal", AttentionModule::BackwardSm90Deterministic, kVariants[3]);
+  expect_hopper_module_asynchronous_and_spill_free(
+      "document_causal", AttentionModule::BackwardSm90Deterministic, kVariants[2]);
 }
 
 // Bound values and shapes never change the generated source: only structure, dtype and head

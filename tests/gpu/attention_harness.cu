@@ -1,13 +1,16 @@
 // Standalone GPU harness for the block-sparse attention kernels (kernels_templates/
-// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh), outside the CMake build:
+// attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh, attention_bwd_sm90.cuh),
+// outside the CMake build:
 //   tests/gpu/build_attention_harness.sh OUTDIR && OUTDIR/attention_harness [OUTDIR] [--no-perf]
 // 1. Correctness: random bf16/fp16 inputs, odd lengths, GQA, both layouts, outputs poisoned
 //    with NaN bits; forward (the portable kernel, and on an sm_90a device the Hopper kernel on
-//    the same inputs) and backward (atomic and deterministic dQ) against the fp64 reference;
-//    all-masked rows must give O = 0, lse = -inf; deterministic runs bit-identical. A failing
-//    forward names its first out-of-tolerance element (b, h, q, d) and the largest error.
+//    the same inputs) and backward (atomic and deterministic dQ; on an sm_90a device the Hopper
+//    backward too, on the same inputs and against the same reference) against the fp64
+//    reference; all-masked rows must give O = 0, lse = -inf; deterministic runs bit-identical.
+//    A failing forward names its first out-of-tolerance element (b, h, q, d) and the largest
+//    error; a failing backward gradient its first element out of tolerance.
 // 2. Speed: the PERF.md shapes, CUDA-event medians, TFLOP/s over unmasked pairs, both forwards
-//    side by side (table + one JSON line per case, also written to
+//    and both backwards side by side (table + one JSON line per case, also written to
 //    OUTDIR/attention_perf.jsonl).
 #include <chrono>
 #include <random>
@@ -109,7 +112,7 @@ std::vector<double> read_back(const DevBuf<uint16_t>& buf, int B, int H, int S, 
 }
 
 int g_failures = 0;
-bool g_sm90 = false;  // the device runs the sm_90a forward too
+bool g_sm90 = false;  // the device runs the sm_90a forward and backward too
 
 bool report(const char* what, double err, double tol) {
   bool ok = err <= tol;  // false for NaN
@@ -219,27 +222,40 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              dq_accum.p,
                              shape,
                              mask.view};
-  std::vector<uint16_t> first[3];
-  for (int mode = 0; mode < 3; ++mode) {  // atomic, deterministic, deterministic again
-    bool det = mode > 0;
-    dq.poison(), dk.poison(), dv.poison(), delta.poison(), dq_accum.poison();
-    Launch<Prog, T, D>::bwd(bp, dev_args, det);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    if (mode == 2) {
-      bool same =
-          dq.download() == first[0] && dk.download() == first[1] && dv.download() == first[2];
-      std::printf("  %-22s %s\n", "deterministic bits", same ? "identical ok" : "DIFFER FAIL");
-      if (!same) ++g_failures;
-      continue;
+  // One backward path in its three modes: atomic, deterministic, deterministic again (bits).
+  auto check_backward = [&](const char* path, const auto& launch) {
+    std::printf("  backward: %s\n", path);
+    std::vector<uint16_t> first[3];
+    for (int mode = 0; mode < 3; ++mode) {
+      bool det = mode > 0;
+      dq.poison(), dk.poison(), dv.poison(), delta.poison(), dq_accum.poison();
+      launch(det);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      if (mode == 2) {
+        bool same =
+            dq.download() == first[0] && dk.download() == first[1] && dv.download() == first[2];
+        std::printf("  %-22s %s\n", "deterministic bits", same ? "identical ok" : "DIFFER FAIL");
+        if (!same) ++g_failures;
+        continue;
+      }
+      if (mode == 1) first[0] = dq.download(), first[1] = dk.download(), first[2] = dv.download();
+      std::string tag = det ? " (det)" : " (atomic)";
+      auto check_grad = [&](const char* name, const DevBuf<uint16_t>& got_buf, int H, int S,
+                            const std::vector<double>& want) {
+        std::vector<double> got = read_back<T>(got_buf, s.batch, H, S, D, s.bshd);
+        if (!report((name + tag).c_str(), rel_l2(got, want), 1e-2))
+          print_mismatches(name, find_mismatches(got, want, 3e-2, 3e-2), got, want, H, S, D);
+      };
+      check_grad("dQ", dq, s.heads_q, s.seq_q, bref.dq);
+      check_grad("dK", dk, s.heads_kv, s.seq_kv, bref.dk);
+      check_grad("dV", dv, s.heads_kv, s.seq_kv, bref.dv);
     }
-    if (mode == 1) first[0] = dq.download(), first[1] = dk.download(), first[2] = dv.download();
-    std::string tag = det ? " (det)" : " (atomic)";
-    report(("dQ" + tag).c_str(),
-           rel_l2(read_back<T>(dq, s.batch, s.heads_q, s.seq_q, D, s.bshd), bref.dq), 1e-2);
-    report(("dK" + tag).c_str(),
-           rel_l2(read_back<T>(dk, s.batch, s.heads_kv, s.seq_kv, D, s.bshd), bref.dk), 1e-2);
-    report(("dV" + tag).c_str(),
-           rel_l2(read_back<T>(dv, s.batch, s.heads_kv, s.seq_kv, D, s.bshd), bref.dv), 1e-2);
+  };
+  check_backward("portable", [&](bool det) { Launch<Prog, T, D>::bwd(bp, dev_args, det); });
+  if (g_sm90) {
+    const tjk::AttnBwdTmaMaps bmaps = tensor_maps(bp, D, !std::is_same<T, tjk::bf16>::value);
+    check_backward("sm90",
+                   [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det); });
   }
 }
 
@@ -280,6 +296,7 @@ struct PerfRow {
   std::string name;
   double fwd_ms, fwd_tf, bwd_ms, bwd_tf, bwd_det_ms, bwd_det_tf;
   double sm90_ms = 0, sm90_tf = 0;  // 0: not run (not an sm_90a device)
+  double bwd_sm90_ms = 0, bwd_sm90_tf = 0, bwd_sm90_det_ms = 0, bwd_sm90_det_tf = 0;
 };
 std::vector<PerfRow> g_perf;
 
@@ -325,11 +342,14 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   auto bwd = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, false); };
   auto bwd_det = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, true); };
   tjk::AttnFwdTmaMaps maps{};
-  if (g_sm90) maps = tensor_maps(fp, D, !is_bf16);
+  tjk::AttnBwdTmaMaps bmaps{};
+  if (g_sm90) maps = tensor_maps(fp, D, !is_bf16), bmaps = tensor_maps(bp, D, !is_bf16);
   auto fwd_sm90 = [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); };
+  auto bwd_sm90 = [&] { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, false); };
+  auto bwd_sm90_det = [&] { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, true); };
   for (int i = 0; i < 3; ++i) {
     fwd(), bwd(), bwd_det();
-    if (g_sm90) fwd_sm90();
+    if (g_sm90) fwd_sm90(), bwd_sm90(), bwd_sm90_det();
   }
   CUDA_CHECK(cudaDeviceSynchronize());
   PerfRow r;
@@ -344,13 +364,19 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   if (g_sm90) {
     r.sm90_ms = median_ms(fwd_sm90, 25);
     r.sm90_tf = flops / (r.sm90_ms * 1e9);
+    r.bwd_sm90_ms = median_ms(bwd_sm90, 21);
+    r.bwd_sm90_tf = 2.5 * flops / (r.bwd_sm90_ms * 1e9);
+    r.bwd_sm90_det_ms = median_ms(bwd_sm90_det, 21);
+    r.bwd_sm90_det_tf = 2.5 * flops / (r.bwd_sm90_det_ms * 1e9);
   }
   auto c = cm.mask.counts();
   std::printf(
       "perf %-28s fwd %7.3f ms %6.1f TF/s | sm90 fwd %7.3f ms %6.1f TF/s | bwd %7.3f ms %6.1f "
-      "TF/s | bwd det %7.3f ms %6.1f TF/s  (tiles full %lld partial %lld empty %lld)\n",
+      "TF/s | bwd det %7.3f ms %6.1f TF/s | sm90 bwd %7.3f ms %6.1f TF/s | sm90 bwd det %7.3f ms "
+      "%6.1f TF/s  (tiles full %lld partial %lld empty %lld)\n",
       name, r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf, r.bwd_det_ms,
-      r.bwd_det_tf, (long long)c.full, (long long)c.partial, (long long)c.empty);
+      r.bwd_det_tf, r.bwd_sm90_ms, r.bwd_sm90_tf, r.bwd_sm90_det_ms, r.bwd_sm90_det_tf,
+      (long long)c.full, (long long)c.partial, (long long)c.empty);
   g_perf.push_back(r);
 }
 
@@ -373,8 +399,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount);
   g_sm90 = sm90_forward_available();
-  std::printf("sm90 forward (wgmma + TMA): %s\n",
-              g_sm90 ? "checked and timed next to the portable one"
+  std::printf("sm90 forward and backward (wgmma + TMA): %s\n",
+              g_sm90 ? "checked and timed next to the portable ones"
                      : "not run (needs compute capability 9.0 and a binary built for sm_90a)");
   auto t0 = std::chrono::steady_clock::now();
   std::mt19937 rng(20261129);
@@ -417,22 +443,29 @@ int main(int argc, char** argv) {
 
     std::printf(
         "\n| case | fwd ms | fwd TFLOP/s | sm90 fwd ms | sm90 fwd TFLOP/s | bwd ms | bwd TFLOP/s "
-        "| bwd det ms | bwd det TFLOP/s |\n"
-        "|---|---|---|---|---|---|---|---|---|\n");
+        "| bwd det ms | bwd det TFLOP/s | sm90 bwd ms | sm90 bwd TFLOP/s | sm90 bwd det ms "
+        "| sm90 bwd det TFLOP/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (auto& r : g_perf)
-      std::printf("| %s | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f |\n",
-                  r.name.c_str(), r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf,
-                  r.bwd_det_ms, r.bwd_det_tf);
+      std::printf(
+          "| %s | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f "
+          "| %.1f |\n",
+          r.name.c_str(), r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf,
+          r.bwd_det_ms, r.bwd_det_tf, r.bwd_sm90_ms, r.bwd_sm90_tf, r.bwd_sm90_det_ms,
+          r.bwd_sm90_det_tf);
     FILE* json =
         outdir.empty() ? nullptr : std::fopen((outdir + "/attention_perf.jsonl").c_str(), "w");
     for (auto& r : g_perf) {
-      char line[512];
+      char line[768];
       std::snprintf(line, sizeof line,
                     "{\"case\": \"%s\", \"fwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
                     "\"fwd_sm90_ms\": %.4f, \"fwd_sm90_tflops\": %.2f, \"bwd_ms\": %.4f, "
-                    "\"bwd_tflops\": %.2f, \"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f}",
+                    "\"bwd_tflops\": %.2f, \"bwd_det_ms\": %.4f, \"bwd_det_tflops\": %.2f, "
+                    "\"bwd_sm90_ms\": %.4f, \"bwd_sm90_tflops\": %.2f, "
+                    "\"bwd_sm90_det_ms\": %.4f, \"bwd_sm90_det_tflops\": %.2f}",
                     r.name.c_str(), r.fwd_ms, r.fwd_tf, r.sm90_ms, r.sm90_tf, r.bwd_ms, r.bwd_tf,
-                    r.bwd_det_ms, r.bwd_det_tf);
+                    r.bwd_det_ms, r.bwd_det_tf, r.bwd_sm90_ms, r.bwd_sm90_tf, r.bwd_sm90_det_ms,
+                    r.bwd_sm90_det_tf);
       std::printf("%s\n", line);
       if (json) std::fprintf(json, "%s\n", line);
     }

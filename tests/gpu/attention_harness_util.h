@@ -1,6 +1,6 @@
 // Host-side plumbing of the attention GPU harness: 16-bit conversions, device buffers, block
 // masks classified by brute force and uploaded, error metrics, TMA tensor maps and kernel
-// launches (the portable kernels and the sm_90a forward).
+// launches (the portable kernels, the sm_90a forward and the sm_90a backward).
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels_templates/attention_bwd.cuh"
+#include "kernels_templates/attention_bwd_sm90.cuh"
 #include "kernels_templates/attention_fwd_sm90.cuh"
 #include "runtime/AttentionTma.h"
 #include "runtime/BlockMask.h"
@@ -271,6 +272,15 @@ inline tjk::AttnFwdTmaMaps tensor_maps(const tjk::AttentionFwdParams& p, int D, 
           tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16)};
 }
 
+// The backward's maps: Q and dO shaped like Q, K and V like K.
+inline tjk::AttnBwdTmaMaps tensor_maps(const tjk::AttentionBwdParams& p, int D, bool f16) {
+  const tjk::AttnShape& s = p.shape;
+  return {tensor_map(p.q, s.batch, s.heads_q, s.seq_q, D, f16),
+          tensor_map(p.k, s.batch, s.heads_kv, s.seq_kv, D, f16),
+          tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16),
+          tensor_map(p.d_out, s.batch, s.heads_q, s.seq_q, D, f16)};
+}
+
 // Whether this binary carries the sm_90a forward for the current device (built for sm_90a and
 // running on compute capability 9.0); elsewhere the kernel is a trap.
 __global__ void sm90_probe_kernel(int* has) {
@@ -290,7 +300,7 @@ inline bool sm90_forward_available() {
   return has.download()[0] == 1;
 }
 
-// Launches of the portable kernels and the sm_90a forward for one (program, dtype, head dim).
+// Launches of the portable kernels and the sm_90a kernels for one (program, dtype, head dim).
 template <class Prog, class T, int D>
 struct Launch {
   using Args = typename Prog::Args;
@@ -316,11 +326,14 @@ struct Launch {
     CUDA_CHECK(cudaGetLastError());
   }
 
+  static long long rows(const tjk::AttentionBwdParams& p) {
+    return static_cast<long long>(p.shape.batch) * p.shape.heads_q * p.shape.seq_q;
+  }
+
   // Atomic mode needs p.dq_accum; deterministic mode ignores it.
   static void bwd(tjk::AttentionBwdParams p, const Args& a, bool deterministic) {
     if (deterministic) p.dq_accum = nullptr;
-    long long rows = static_cast<long long>(p.shape.batch) * p.shape.heads_q * p.shape.seq_q;
-    tjk::attention_bwd_preprocess_kernel<T, D><<<(rows + 7) / 8, 256>>>(p);
+    tjk::attention_bwd_preprocess_kernel<T, D><<<(rows(p) + 7) / 8, 256>>>(p);
     auto main_kernel = deterministic ? tjk::attention_bwd_kernel<Prog, Args, T, D, false>
                                      : tjk::attention_bwd_kernel<Prog, Args, T, D, true>;
     const int smem = deterministic ? tjk::AttnBwdSmem<D, tjk::attn_bwd_q_step<D, false>()>::kBytes
@@ -328,6 +341,27 @@ struct Launch {
     CUDA_CHECK(
         cudaFuncSetAttribute(main_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     main_kernel<<<dim3(p.shape.batch * p.shape.heads_kv, p.mask.kv_tiles), 128, smem>>>(p, a);
+    dq_pass(p, a, deterministic);
+  }
+
+  // The Hopper backward: the portable preprocess, the sm_90a dK / dV (+ atomic dQ) kernel, then
+  // the portable dq_convert (atomic mode) or deterministic dQ kernel.
+  static void bwd_sm90(tjk::AttentionBwdParams p, const Args& a, const tjk::AttnBwdTmaMaps& maps,
+                       bool deterministic) {
+    if (deterministic) p.dq_accum = nullptr;
+    tjk::attention_bwd_preprocess_kernel<T, D><<<(rows(p) + 7) / 8, 256>>>(p);
+    auto main_kernel = deterministic ? tjk::attention_bwd_sm90_kernel<Prog, Args, T, D, false>
+                                     : tjk::attention_bwd_sm90_kernel<Prog, Args, T, D, true>;
+    constexpr int smem = tjk::AttnBwdSm90Layout<D>::kBytes;
+    CUDA_CHECK(
+        cudaFuncSetAttribute(main_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    dim3 grid(p.shape.batch * p.shape.heads_kv, (p.mask.kv_tiles + 1) / 2);
+    if (grid.y > 0) main_kernel<<<grid, tjk::kAttnBwdSm90Threads, smem>>>(p, a, maps);
+    dq_pass(p, a, deterministic);
+  }
+
+  // dQ after the main backward kernel: converted from dq_accum, or computed without atomics.
+  static void dq_pass(const tjk::AttentionBwdParams& p, const Args& a, bool deterministic) {
     if (deterministic) {
       auto dq_kernel = tjk::attention_bwd_dq_kernel<Prog, Args, T, D>;
       constexpr int dq_smem = tjk::AttnBwdDqSmem<D>::kBytes;
@@ -335,7 +369,7 @@ struct Launch {
           cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
       dq_kernel<<<dim3(p.shape.batch * p.shape.heads_q, p.mask.q_tiles), 256, dq_smem>>>(p, a);
     } else {
-      long long threads = rows * (D / 8);
+      long long threads = rows(p) * (D / 8);
       tjk::attention_bwd_dq_convert_kernel<T, D><<<(threads + 255) / 256, 256>>>(p);
     }
     CUDA_CHECK(cudaGetLastError());

@@ -1,0 +1,622 @@
+// Block-sparse attention backward for Hopper (sm_90a): the dK / dV (and atomic dQ) kernel of
+// attention_bwd.cuh on wgmma + TMA, warp-specialised. Everything around it is the portable
+// path's: the launch parameters, the preprocess (delta) and dq_convert kernels, the
+// deterministic dQ kernel, the per-element formulas (element_logit: bounds, mask_mod,
+// score_mod; score_grad where P > 0; full tiles skip the mask) and the transposed block-mask
+// runs, so both paths compute the same dQ, dK, dV.
+//
+// CTA: one per (128 keys = two block-mask kv tiles, b * Hkv); grid (B * Hkv, ceil(kv_tiles / 2)).
+// The K and V tiles stay in shared memory. The CTA walks every q head of its GQA group and, per
+// head, the union of its two kv tiles' transposed run lists (q tiles in order), each q tile in
+// two steps of kQStep = 64 rows. 384 threads in three warpgroups:
+//   warpgroup 0, producer (24 registers): warp 0 walks the runs, loads K and V once, then Q and
+//     dO of every step into a kStages ring with TMA (lane 0) and the step's lse and delta with
+//     cp.async (all lanes, zero past Sq), and writes the step's record (q head, first row, the
+//     class of each 64-key half) next to the ring's barriers. full[s] completes on lane 0's
+//     arrive.expect_tx, the TMA bytes and 32 cp.async arrivals; empty[s] on the 256 consumer
+//     threads done with the stage. A record with head = -1 ends the ring.
+//   warpgroups 1 and 2, consumers (240 registers; 24 * 128 + 240 * 256 = 168 * 384): 64 keys
+//     each, which is exactly one block-mask kv tile, so each consumer classifies its rows of a
+//     step by its own tile (full: no mask; partial: mask per element; empty: P = dS = 0). Per
+//     step, rows kv and columns q (transposed, as the portable kernel's dK/dV pass):
+//       S^T = K Q^T, dP^T = V dO^T      wgmma ss m64n64, two commit groups
+//       P^T (x score_grad)              once S^T lands; P^T packed to bf16 / f16 A fragments
+//       dV += P^T dO                    wgmma rs, issued while dP^T may still run
+//       dS^T = P^T sg (dP^T - delta)    once dP^T lands; packed likewise
+//       dK += dS^T Q                    wgmma rs
+//     (with a score_mod, P^T and dS^T are one pass after both products: see kFusedElements).
+//     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), both consumers meet
+//     at a named barrier, and dQ = dS K (wgmma ss, both operands MN-major) is computed in 64 x 64
+//     blocks: at D = 128 each consumer its 64 d columns every step, at D = 64 the consumers take
+//     turns; the block is added to dq_accum with red.global.add.v4.f32, which dq_convert scales
+//     afterwards. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
+//     attention_bwd_dq_kernel computes dQ without atomics.
+//   Epilogue: dK * scale and dV from the accumulators straight to global memory.
+// A consumer waits for all its products of a step before releasing the stage. The dS buffers
+// alternate, so the barrier of step j + 1 (which a consumer reaches only after its dQ product of
+// step j has landed) is what frees buffer j % 2 for step j + 2.
+//
+// Layouts and protocols relied on (PTX ISA):
+//   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S^T, dP^T, dK,
+//     dV and dQ are m64nNk16 accumulators: thread (warp w, lane 4g + t) holds rows 16w + g (+ 8)
+//     and columns 8n + 2t (+ 1), as the portable kernel's transposed apply_bwd assumes; P^T and
+//     dS^T become A fragments as the forward's P does (k16 slice kk = column groups 2kk, 2kk + 1).
+//   - Tiles in shared memory, per 64-column block, rows of 128 B, 1024-B aligned, 16-B chunk c of
+//     row r at chunk c ^ (r & 7) (TMA, CU_TENSOR_MAP_SWIZZLE_128B, 64 x 64 boxes): K and V have
+//     128 rows per column block (16384 B), Q and dO 64.
+//       S^T: A = the consumer's 64 K (or V) rows, K-major; B = Q (or dO), K-major.
+//       dV / dK: B = dO (or Q) as [q x D], N-major (imm-trans-b), LBO = one column block.
+//       dQ: A = dS^T read as [q x kv], i.e. MN-major (imm-trans-a); B = a 64-column block of K as
+//           [kv x d], N-major (imm-trans-b). dS^T is written with the same swizzle: 128 kv rows
+//           of 64 q.
+//   - dS^T written with st.shared is read by wgmma through the async proxy: each writer fences
+//     (fence.proxy.async.shared::cta) before the named barrier the readers pass.
+//   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes; full[s] as
+//     above (33 arrivals + bytes); empty[s] 256 arrivals. Pass n over the ring waits for parity
+//     n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a fresh barrier reports parity 1 complete).
+//
+// Launch: attention_bwd_sm90_kernel below, or a generated entry point with
+// __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta; dynamic shared
+// memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, and
+// dq_accum zeroed in atomic mode); the block mask built with block_q = 128, block_kv = 64.
+//
+// ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
+// of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
+// no spills and no local memory, except doc_softcap (two buffer reads in the mask plus a
+// soft-cap) at D = 128: 20 B of spills (atomic), 72 B (deterministic). Dynamic shared memory
+// 201728 B at D = 128 (3 stages), 137216 B at D = 64 (4 stages). HGMMA per step: 32 at D = 128
+// (24 deterministic), 24 at D = 64 (16 deterministic).
+#pragma once
+
+#include "attention_bwd.cuh"
+#include "attention_fwd_sm90.cuh"
+
+namespace tjk {
+
+constexpr int kAttnBwdSm90Threads = 384;
+constexpr int kAttnBwdSm90BlockKV = 128;  // keys per CTA: two block-mask kv tiles
+constexpr int kBwdDsBarrier = 1;          // named barrier: both consumers' dS^T are stored
+
+// The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
+struct AttnBwdTmaMaps {
+  TmaDescriptor q, k, v, d_out;
+};
+
+// Shared memory, from a 1024-B aligned base: a block of mbarriers, the K and V tiles, two dS^T
+// buffers, then per stage the Q and dO tiles of one step and its lse and delta.
+template <int kHeadDim>
+struct AttnBwdSm90Layout {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper kernel supports D = 64 and 128");
+  static constexpr int kQStep = 64;  // q rows per step: half a block-mask q tile
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;
+  static constexpr int kColBlocks = kHeadDim / 64;
+  static constexpr int kBoxBytes = 64 * 128;          // one TMA box: 64 rows of 64 elements
+  static constexpr int kKvColBlockBytes = 128 * 128;  // 128 key rows of one column block
+  static constexpr int kKvTileBytes = kColBlocks * kKvColBlockBytes;
+  static constexpr int kQColBlockBytes = kQStep * 128;
+  static constexpr int kQTileBytes = kColBlocks * kQColBlockBytes;
+  static constexpr int kDsBytes = kQStep / 64 * kKvColBlockBytes;  // 128 kv rows x kQStep q
+  static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
+  static constexpr int kStageBytes = (2 * kQTileBytes + kStatsBytes + 1023) / 1024 * 1024;
+  static constexpr int kK = 1024;  // after the barrier block
+  static constexpr int kV = kK + kKvTileBytes;
+  static constexpr int kDs = kV + kKvTileBytes;
+  static constexpr int kStage0 = kDs + 2 * kDsBytes;
+  // Up to 1023 bytes are lost aligning the dynamic shared memory base.
+  static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
+
+  // Barrier addresses: kv_full, full[kStages], empty[kStages].
+  __device__ static unsigned kv_full(unsigned base) { return base; }
+  __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
+  __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
+  // Byte offset from the base of a stage's step record (BwdSm90Step, 16 B), in the barrier block.
+  __device__ static int step_record(int s) { return 512 + 16 * s; }
+  __device__ static unsigned q_tile(unsigned base, int s) {
+    return base + kStage0 + s * kStageBytes;
+  }
+  __device__ static unsigned do_tile(unsigned base, int s) { return q_tile(base, s) + kQTileBytes; }
+  // Byte offset from the base of a stage's lse (kQStep floats, delta right after).
+  __device__ static int stats(int s) { return kStage0 + s * kStageBytes + 2 * kQTileBytes; }
+};
+
+// How one consumer's 64 keys relate to the q tile of a step.
+enum BwdTileClass : int { kBwdEmpty = 0, kBwdPartial = 1, kBwdFull = 2 };
+
+// One step: kQStep rows of q head `head` from q0, and the class of each 64-key half. The
+// producer writes it into the stage's record before the stage's full barrier completes, so the
+// consumers carry no run-list state; head < 0 marks the end.
+struct alignas(16) BwdSm90Step {
+  int head, q0;
+  int cls[2];
+};
+
+// The steps of one CTA: per q head of the GQA group, the union of the transposed runs of the
+// CTA's two kv tiles, q tile by q tile, each split into kSub steps. Walked by the producer.
+template <int kSub>
+struct BwdSm90Cursor {
+  RunCursor half[2];
+  const BlockMaskView* mask;
+  int b, kt0, head, last_head, sub, tile;
+  bool two;  // the second kv tile exists (Skv may end within the first)
+
+  __device__ __forceinline__ void begin(const BlockMaskView& m, int b_, int first_head, int n_heads,
+                                        int kt0_) {
+    mask = &m, b = b_, kt0 = kt0_, head = first_head, last_head = first_head + n_heads - 1;
+    two = kt0 + 1 < m.kv_tiles;
+    sub = 0;
+    open_head();
+  }
+  __device__ __forceinline__ void open_head() {
+    for (;;) {
+      half[0].begin(mask->t_offsets, mask->t_runs, mask->list_index(b, head, kt0, mask->kv_tiles));
+      if (two)
+        half[1].begin(mask->t_offsets, mask->t_runs,
+                      mask->list_index(b, head, kt0 + 1, mask->kv_tiles));
+      else
+        half[1].left = 0;
+      if (valid()) {
+        pick();
+        return;
+      }
+      if (head == last_head) return;
+      ++head;
+    }
+  }
+  __device__ __forceinline__ bool valid() const { return half[0].valid() || half[1].valid(); }
+  __device__ __forceinline__ void pick() {
+    tile = !half[0].valid()   ? half[1].tile()
+           : !half[1].valid() ? half[0].tile()
+                              : min(half[0].tile(), half[1].tile());
+  }
+  __device__ __forceinline__ int class_of(int i) const {
+    if (!half[i].valid() || half[i].tile() != tile) return kBwdEmpty;
+    return half[i].full() ? kBwdFull : kBwdPartial;
+  }
+  template <int kQStep>
+  __device__ __forceinline__ BwdSm90Step step() const {
+    return {head, tile * (kSub * kQStep) + sub * kQStep, {class_of(0), class_of(1)}};
+  }
+  __device__ __forceinline__ void next() {
+    if (++sub < kSub) return;
+    sub = 0;
+    const int t = tile;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (half[i].valid() && half[i].tile() == t) half[i].next();
+    if (valid()) {
+      pick();
+    } else if (head < last_head) {
+      ++head;
+      open_head();
+    }
+  }
+};
+
+template <int kHeadDim>
+using BwdSm90CursorFor = BwdSm90Cursor<attn_block_q<8, 1>() / AttnBwdSm90Layout<kHeadDim>::kQStep>;
+
+// The producer warp: K and V once, then Q, dO (lane 0, TMA), lse and delta (every lane,
+// cp.async) of every step.
+template <int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_produce(const AttentionBwdParams& p,
+                                                      const AttnBwdTmaMaps& maps,
+                                                      BwdSm90CursorFor<kHeadDim> steps,
+                                                      unsigned base, unsigned char* smem, int b,
+                                                      int hk, int kv0, int lane) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  constexpr int kQ = L::kQStep;
+  const AttnShape& sh = p.shape;
+  if (lane == 0) {
+    tma_prefetch_descriptor(&maps.k);
+    tma_prefetch_descriptor(&maps.v);
+    if (steps.valid()) {  // without q steps (e.g. Sq = 0) Q and dO may have no map
+      tma_prefetch_descriptor(&maps.q);
+      tma_prefetch_descriptor(&maps.d_out);
+    }
+    mbar_arrive_expect_tx(L::kv_full(base), 2 * L::kKvTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned at = cb * L::kKvColBlockBytes + half * L::kBoxBytes;
+        tma_load_4d(base + L::kK + at, &maps.k, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
+        tma_load_4d(base + L::kV + at, &maps.v, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
+      }
+  }
+  RingSlot slot;
+  for (; steps.valid(); steps.next()) {
+    const BwdSm90Step st = steps.template step<kQ>();
+    if (st.q0 >= sh.seq_q) continue;  // the second half of a last q tile that ends early
+    const unsigned full = L::full(base, slot.stage);
+    mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+    if (lane == 0) {
+      *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = st;
+      mbar_arrive_expect_tx(full, 2 * L::kQTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+        for (int half = 0; half < kQ / 64; ++half) {
+          const unsigned at = cb * L::kQColBlockBytes + half * L::kBoxBytes;
+          const int row = st.q0 + 64 * half;
+          tma_load_4d(L::q_tile(base, slot.stage) + at, &maps.q, 64 * cb, row, st.head, b, full);
+          tma_load_4d(L::do_tile(base, slot.stage) + at, &maps.d_out, 64 * cb, row, st.head, b,
+                      full);
+        }
+    }
+    // lse then delta of the step's rows; rows past Sq read as 0 (their P is 0 by the bounds).
+    const long long row_base = (static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q;
+#pragma unroll
+    for (int j = 0; j < 2 * kQ / 32; ++j) {
+      const int i = 32 * j + lane, q = st.q0 + (i % kQ);
+      const bool in = q < sh.seq_q;
+      const float* src = i < kQ ? p.lse : p.delta;
+      cp_async_4(base + L::stats(slot.stage) + 4 * i, src + (in ? row_base + q : 0), in ? 4 : 0);
+    }
+    cp_async_mbar_arrive_noinc(full);
+    slot.advance<L::kStages>();
+  }
+  // The end: a record with head = -1 and the same 33 arrivals, without bytes.
+  mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+  if (lane == 0) {
+    *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = BwdSm90Step{-1, 0, {0, 0}};
+    mbar_arrive(L::full(base, slot.stage));
+  }
+  mbar_arrive(L::full(base, slot.stage));
+  cp_async_wait_all();
+}
+
+// acc = rows x step_tile^T over D: rows are the consumer's 64 keys of the K (or V) tile, the
+// step tile is Q (or dO) with kQStep rows; both K-major.
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_scores(
+    float (&acc)[AttnBwdSm90Layout<kHeadDim>::kQStep / 8][4], unsigned rows, unsigned step_tile) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    const unsigned a = rows + (kk >> 2) * L::kKvColBlockBytes + (kk & 3) * 32;
+    const unsigned b = step_tile + (kk >> 2) * L::kQColBlockBytes + (kk & 3) * 32;
+    Wgmma<L::kQStep>::template ss<T>(acc, smem_descriptor_sw128(a, 16, 1024),
+                                     smem_descriptor_sw128(b, 16, 1024), kk > 0);
+  }
+}
+
+// acc += frag x step_tile over the step's q rows: frag is P^T or dS^T as A fragments (k16 slice
+// kk = q rows 16kk..), the step tile dO or Q read N-major.
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_accumulate(
+    float (&acc)[kHeadDim / 8][4],
+    const unsigned (&frag)[AttnBwdSm90Layout<kHeadDim>::kQStep / 16][4], unsigned step_tile) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+#pragma unroll
+  for (int kk = 0; kk < L::kQStep / 16; ++kk)
+    Wgmma<kHeadDim>::template rs<T>(
+        acc, frag[kk], smem_descriptor_sw128(step_tile + kk * 16 * 128, L::kQColBlockBytes, 1024));
+}
+
+// dQ block = dS K over the CTA's 128 keys, 64 q rows by 64 d columns: `ds` is the dS^T buffer
+// (MN-major A), `k` a 64-column block of the K tile (N-major B).
+template <class T>
+__device__ __forceinline__ void attn_bwd_sm90_dq(float (&acc)[8][4], unsigned ds, unsigned k) {
+#pragma unroll
+  for (int kk = 0; kk < kAttnBwdSm90BlockKV / 16; ++kk)
+    Wgmma<64>::template ss<T, 1, 1>(acc, smem_descriptor_sw128(ds + kk * 16 * 128, 16384, 1024),
+                                    smem_descriptor_sw128(k + kk * 16 * 128, 16384, 1024), kk > 0);
+}
+
+// Where a consumer's S^T / dP^T tile sits: rows kv = row0 (+ 8), columns q = col0 + 8n (+ 1).
+struct BwdSm90Tile {
+  const AttnShape& sh;
+  float scale_log2;
+  int b, h, row0, col0;
+};
+
+// The element passes over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas).
+//   probabilities: p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and
+//     2kk + 1); score_grad runs only where P > 0, so hooks only run where the mask holds.
+//     kFused: also dS = P * score_grad * (dP - delta) into f (dp is consumed). Otherwise s
+//     becomes P * score_grad for the gradients pass, so that dV's product can start on P while
+//     dP^T is still being computed.
+//   gradients: dS = (P * score_grad) * (dP - delta) into f.
+// lse2(n, c) is the log2-domain lse of the element's column, delta(n, c) its delta.
+template <class Prog, class Args, class T, bool kMask, bool kBounds, bool kFused, int kN,
+          class Lse2, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_probabilities(float (&s)[kN][4], float (&dp)[kN][4],
+                                                            unsigned (&p)[kN / 2][4],
+                                                            unsigned (&f)[kN / 2][4],
+                                                            const Args& args, const BwdSm90Tile& t,
+                                                            Lse2 lse2, Delta delta) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    float pr[4], ds[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int kv = t.row0 + (c >> 1) * 8, q = t.col0 + n * 8 + (c & 1);
+      const float raw = s[n][c];
+      const float x = element_logit<Prog, Args, kMask, kBounds>(
+          args, raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv, t.sh.seq_q, t.sh.seq_kv);
+      pr[c] = fast_exp2(x - lse2(n, c));
+      float g = pr[c];
+      if (!Prog::kScoreIsIdentity && pr[c] > 0.f)
+        g *= Prog::score_grad(args, raw * t.sh.scale, t.b, t.h, q, kv);
+      if (kFused)
+        ds[c] = g * (dp[n][c] - delta(n, c));
+      else
+        s[n][c] = g;
+    }
+    p[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(pr[0], pr[1]);
+    p[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(pr[2], pr[3]);
+    if (kFused) {
+      f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
+      f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
+    }
+  }
+}
+
+template <class T, int kN, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_gradients(float (&dp)[kN][4],
+                                                        const float (&pg)[kN][4],
+                                                        unsigned (&f)[kN / 2][4], Delta delta) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dp[n][c] = pg[n][c] * (dp[n][c] - delta(n, c));
+    f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(dp[n][0], dp[n][1]);
+    f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(dp[n][2], dp[n][3]);
+  }
+}
+
+// The cheapest variant of the probabilities pass, as tile_bwd picks for the portable kernel.
+template <class Prog, class Args, class T, bool kFused, int kN, class Lse2, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
+    float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
+    const Args& args, const BwdSm90Tile& t, bool full, bool interior, Lse2 lse2, Delta delta) {
+  if (full && interior)
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, lse2,
+                                                                     delta);
+  else if (full || Prog::kMaskIsTrue)
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kFused>(s, dp, p, f, args, t, lse2,
+                                                                    delta);
+  else
+    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kFused>(s, dp, p, f, args, t, lse2,
+                                                                   delta);
+}
+
+// Stores the consumer's dS^T fragments (rows 64 cw + 16 warp + g (+ 8), q columns) into the
+// swizzled dS^T buffer `ds` (generic pointer into shared memory).
+template <int kK16>
+__device__ __forceinline__ void attn_bwd_sm90_store_ds(unsigned char* ds,
+                                                       const unsigned (&f)[kK16][4], int cw,
+                                                       int warp, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kK16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * (i & 1);
+      const int c = 16 * kk + 8 * (i >> 1) + 2 * (lane & 3);
+      const int at =
+          (c >> 6) * (128 * 128) + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) + ((c & 7) << 1);
+      *reinterpret_cast<unsigned*>(ds + at) = f[kk][i];
+    }
+}
+
+// dst[0..3] += (a, b, c, d) in fp32: one vector reduction (sm_90).
+__device__ __forceinline__ void atomic_add4(float* dst, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c),
+               "f"(d)
+               : "memory");
+}
+
+// Adds a 64 x 64 dQ accumulator block to dq_accum (rows of kHeadDim floats): this thread holds
+// rows q0 and q0 + 8, columns d0 + 8n (+ 1). Lanes t and t ^ 1 of a quad swap halves so that
+// the even one holds four columns of row q0 and the odd one four of row q0 + 8: one 16-byte
+// reduction each instead of two 8-byte ones.
+template <int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_add_dq(float* acc, const float (&dq)[8][4], int q0,
+                                                     int d0, int seq_q, int lane) {
+  const bool odd = (lane & 1) != 0;
+  const int q = q0 + (odd ? 8 : 0);
+  float* row = acc + static_cast<long long>(q) * kHeadDim + d0 - (odd ? 2 : 0);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const float give0 = odd ? dq[n][0] : dq[n][2], give1 = odd ? dq[n][1] : dq[n][3];
+    const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+    const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+    if (q < seq_q) {
+      if (odd)
+        atomic_add4(row + 8 * n, got0, got1, dq[n][2], dq[n][3]);
+      else
+        atomic_add4(row + 8 * n, dq[n][0], dq[n][1], got0, got1);
+    }
+  }
+}
+
+template <int kN>
+__device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) a[n][c] = 0.f;
+}
+
+// A consumer warpgroup (cw = 0 or 1): keys kv0 + 64 cw .. + 63.
+template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
+__device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& p, const Args& args,
+                                                      unsigned base, unsigned char* smem, int cw,
+                                                      int b, int hk, int kv0) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  constexpr int kQ = L::kQStep, kQN = kQ / 8, kQK = kQ / 16, kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
+  const int row0 = kv0 + 64 * cw + 16 * warp + (lane >> 2);  // keys row0 and row0 + 8
+  const float scale_log2 = sh.scale * kLog2e;
+  const bool kv_interior = kv0 + 64 * cw + 64 <= sh.seq_kv;
+  const unsigned k_rows = base + L::kK + cw * 64 * 128, v_rows = base + L::kV + cw * 64 * 128;
+  // With hooks in the probabilities pass (a score_mod and its gradient) P and dS are computed in
+  // one pass once dP^T has landed: keeping P * score_grad in fp32 next to P's fragments for a
+  // separate gradients pass made ptxas spill at D = 128.
+  constexpr bool kFusedElements = !Prog::kScoreIsIdentity;
+
+  float dk[kDN][4], dv[kDN][4];
+  attn_bwd_sm90_zero(dk);
+  attn_bwd_sm90_zero(dv);
+
+  mbar_wait(L::kv_full(base), 0);
+  RingSlot slot;
+  for (int step = 0;; ++step) {
+    mbar_wait(L::full(base, slot.stage), slot.parity);
+    const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
+    if (st.head < 0) break;
+    const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
+    const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
+    // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
+    // the whole block, by the consumers in turn (a branch around whole commit groups only).
+    const bool dq_here = kAtomicDq && (kHeadDim == 128 || (step & 1) == cw);
+    const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
+    // Declared per step: the first product of each overwrites them (scale_d = 0), so nothing
+    // stays live from one step to the next.
+    float s[kQN][4], dp[kQN][4], dq[8][4];
+    unsigned pf[kQK][4], dsf[kQK][4];
+    wgmma_fence();
+    attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, q_tile);
+    wgmma_commit();
+    attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, do_tile);
+    wgmma_commit();
+
+    // No key of an empty half is attended by these rows: its P and dS must be 0. With an
+    // identity score_mod no hook runs on the fast path, so an lse of +inf zeroes P there;
+    // otherwise the half is treated as partial (mask_mod is false at every in-range element
+    // and guards score_mod). A branch that zeroed S instead made ptxas spill the accumulators.
+    const int cls = cw == 0 ? st.cls[0] : st.cls[1];  // no dynamic index: no local memory
+    const bool empty = cls == kBwdEmpty;
+    const float* lse_s = reinterpret_cast<const float*>(smem + L::stats(slot.stage));
+    const int col = 2 * (lane & 3);
+    auto lse2 = [&](int n, int c) {
+      return empty ? pos_inf() : lse_log2(lse_s[8 * n + col + (c & 1)]);
+    };
+    auto delta = [&](int n, int c) { return lse_s[kQ + 8 * n + col + (c & 1)]; };
+    const BwdSm90Tile tile{sh, scale_log2, b, st.head, row0, st.q0 + col};
+    const bool full = cls == kBwdFull || (empty && Prog::kScoreIsIdentity);
+    const bool interior = kv_interior && st.q0 + kQ <= sh.seq_q;
+    if constexpr (kFusedElements) {
+      wgmma_wait<0>();  // S^T and dP^T have landed
+      pin_registers(s);
+      pin_registers(dp);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
+                                                            interior, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+    } else {
+      wgmma_wait<1>();  // S^T has landed; dP^T may still run
+      pin_registers(s);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
+                                                             interior, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+      pin_registers(dp);
+      attn_bwd_sm90_gradients<T>(dp, s, dsf, delta);
+    }
+    if (kAtomicDq) {
+      attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
+      fence_proxy_async_shared();
+    }
+    wgmma_fence();
+    attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
+    wgmma_commit();
+    if (kAtomicDq) {
+      named_barrier_sync(kBwdDsBarrier, 256);  // both halves of dS^T are in the buffer
+      if (dq_here) {
+        wgmma_fence();
+        attn_bwd_sm90_dq<T>(dq, ds_buf, base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
+        wgmma_commit();
+      }
+    }
+    wgmma_wait<0>();
+    pin_registers(dk);
+    pin_registers(dv);
+    pin_registers(pf);
+    pin_registers(dsf);
+    if (kAtomicDq) pin_registers(dq);
+    mbar_arrive(L::empty(base, slot.stage));
+
+    if (dq_here) {
+      float* acc =
+          p.dq_accum + ((static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q) * kHeadDim;
+      attn_bwd_sm90_add_dq<kHeadDim>(acc, dq, st.q0 + 16 * warp + (lane >> 2), dq_col0 + col,
+                                     sh.seq_q, lane);
+    }
+    slot.advance<L::kStages>();
+  }
+
+  // Epilogue: dK * scale and dV, two elements per store.
+  unsigned short* gdk = p.dk.head(b, hk);
+  unsigned short* gdv = p.dv.head(b, hk);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int kv = row0 + 8 * half;
+    if (kv >= sh.seq_kv) continue;
+#pragma unroll
+    for (int n = 0; n < kDN; ++n) {
+      const int col = 8 * n + 2 * (lane & 3);
+      *reinterpret_cast<unsigned*>(gdk + kv * p.dk.stride_s + col) =
+          ElemOps<T>::pack(dk[n][2 * half] * sh.scale, dk[n][2 * half + 1] * sh.scale);
+      *reinterpret_cast<unsigned*>(gdv + kv * p.dv.stride_s + col) =
+          ElemOps<T>::pack(dv[n][2 * half], dv[n][2 * half + 1]);
+    }
+  }
+}
+
+template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
+__device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams& p,
+                                                       const Args& args,
+                                                       const AttnBwdTmaMaps& maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  extern __shared__ unsigned char attn_bwd_sm90_smem[];
+  const unsigned raw = smem_addr(attn_bwd_sm90_smem);
+  const unsigned base = (raw + 1023u) & ~1023u;
+  unsigned char* smem = attn_bwd_sm90_smem + (base - raw);
+  if (p.mask.block_q != attn_block_q<8, 1>() || p.mask.block_kv != kAttnBlockKV) __trap();
+  const AttnShape& sh = p.shape;
+  const int group = sh.heads_q / sh.heads_kv;
+  const int b = blockIdx.x / sh.heads_kv, hk = blockIdx.x % sh.heads_kv;
+  const int kt0 = 2 * blockIdx.y, kv0 = kt0 * kAttnBlockKV;
+  const int wg = threadIdx.x >> 7;
+
+  if (threadIdx.x == 0) {
+    mbar_init(L::kv_full(base), 1);
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(L::full(base, s), 1 + 32);
+      mbar_init(L::empty(base, s), 256);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x < 32) {
+      BwdSm90CursorFor<kHeadDim> steps;
+      steps.begin(p.mask, b, hk * group, group, kt0);
+      attn_bwd_sm90_produce<kHeadDim>(p, maps, steps, base, smem, b, hk, kv0, threadIdx.x);
+    }
+    return;
+  }
+  setmaxnreg_inc<240>();
+  attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, base, smem, wg - 1, b, hk,
+                                                            kv0);
+#else
+  __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
+#endif
+}
+
+template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
+__global__ void __launch_bounds__(kAttnBwdSm90Threads, 1)
+    attention_bwd_sm90_kernel(const __grid_constant__ AttentionBwdParams p,
+                              const __grid_constant__ Args args,
+                              const __grid_constant__ AttnBwdTmaMaps maps) {
+  attention_bwd_sm90_cta<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, maps);
+}
+
+}  // namespace tjk
