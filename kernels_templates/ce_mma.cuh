@@ -310,6 +310,17 @@ struct KeepAccumulators {
   __device__ void operator()(int, Acc&) const {}
 };
 
+// The pipeline's start: the copies of steps 0 .. kStages - 2, one commit group each (empty past
+// `steps`). Shared by gemm_loop and ce_wgmma.cuh's gemm_loop_sm90.
+template <class Cta, class Load>
+__device__ __forceinline__ void pipeline_prologue(u16* smem, int steps, Load& load) {
+#pragma unroll
+  for (int s = 0; s < Cta::kStages - 1; ++s) {
+    if (s < steps) load(smem + s * Cta::kStageElems, smem + s * Cta::kStageElems + Cta::kAElems, s);
+    cp_async_commit();
+  }
+}
+
 // The pipelined loop over `steps` K steps. load(a_tile, b_tile, step) issues the cp.async
 // copies of one step; after every `steps_per_tile` steps, tile_done(tile index, acc) consumes
 // the accumulators, which then restart at zero. Loads of the next output tile overlap the
@@ -321,11 +332,7 @@ __device__ __forceinline__ void gemm_loop(u16* smem, int steps, int steps_per_ti
   const CeFragOffsets frag = frag_offsets<Cta, kAKMajor, kBKMajor>();
   const u32 smem_base = smem_addr(smem);
   zero_acc(acc);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < steps) load(smem + s * Cta::kStageElems, smem + s * Cta::kStageElems + Cta::kAElems, s);
-    cp_async_commit();
-  }
+  pipeline_prologue<Cta>(smem, steps, load);
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<S - 2>();
     __syncthreads();

@@ -115,11 +115,7 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
   const u32 smem_base = smem_addr(smem);
   if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
   zero_acc(acc);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < steps) load(smem + s * Cta::kStageElems, smem + s * Cta::kStageElems + Cta::kAElems, s);
-    cp_async_commit();
-  }
+  pipeline_prologue<Cta>(smem, steps, load);
   for (int step = 0; step < steps; ++step) {
     cp_async_wait<S - 2>();
     tjk::fence_proxy_async_shared();  // wgmma reads shared memory through the async proxy
