@@ -125,7 +125,7 @@ bool load_offline(const std::vector<AotManifestEntry>& manifest) {
       auto t0 = Clock::now();
       CompiledKernelReport r = compile_program_kernel(kernel, kArch);
       const double ms = ms_since(t0);
-      std::printf("   %-16s %-28s %-10s %6.2f ms  %zu KiB cubin (compiled in %.2f s at AOT time)\n",
+      std::printf("   %-16s %-32s %-10s %6.2f ms  %zu KiB cubin (compiled in %.2f s at AOT time)\n",
                   name.c_str(), kernel.variant.c_str(), r.how.c_str(), ms,
                   r.kernel->cubin.size() / 1024, r.kernel->compile_seconds);
       ok &= r.how != "compiled" && !r.kernel->cubin.empty();
@@ -156,13 +156,13 @@ bool refuse_missing(const fs::path& program_file, const fs::path& bundle) {
     const bool in_bundle = bundled.count(KernelCache::key(kernel.spec, kArch)) > 0;
     try {
       CompiledKernelReport r = compile_program_kernel(kernel, kArch);
-      std::printf("   %-28s %s (the same code is in the bundle)\n", kernel.variant.c_str(),
+      std::printf("   %-32s %s (the same code is in the bundle)\n", kernel.variant.c_str(),
                   r.how.c_str());
       wrong += !in_bundle || r.how == "compiled";
     } catch (const OfflineMiss& e) {
       const std::string what = e.what();
       // The first message in full; the others say the same for their kernel.
-      std::printf("   %-28s refused%s%s\n", kernel.variant.c_str(), refused == 0 ? ": " : "",
+      std::printf("   %-32s refused%s%s\n", kernel.variant.c_str(), refused == 0 ? ": " : "",
                   refused == 0 ? what.c_str() : " (OfflineMiss naming it)");
       const bool names_it = what.find("'prefix_lm'") != std::string::npos &&
                             what.find(kernel.variant) != std::string::npos &&
