@@ -274,9 +274,19 @@ static_assert(sizeof(TmaMapsArg) == kAttnFwdTmaMapsBytes);
 static_assert(sizeof(BwdTmaMapsArg) == kAttnBwdTmaMapsBytes);
 static_assert(sizeof(BwdParams) == kAttnBwdParamsBytes);
 
+// A block mask's device copy, uploaded on the stream of its first use; `ready` marks the end of
+// the upload, which launches on other streams wait for (on the device, not the host).
 struct DeviceMask {
   DeviceBuffer buffer;
   BlockMaskArg view{};
+  CUstream uploaded_on = nullptr;
+  CUevent ready = nullptr;
+  DeviceMask() = default;
+  DeviceMask(const DeviceMask&) = delete;
+  DeviceMask& operator=(const DeviceMask&) = delete;
+  ~DeviceMask() {
+    if (ready) Driver::get()->event_destroy(ready);
+  }
 };
 
 struct DeviceState {
@@ -299,8 +309,12 @@ void append_bytes(std::string& out, const std::vector<T>& v) {
 
 size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
-// The device copy of `mask` (state.mutex held).
-const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const BlockMask& mask) {
+// The device copy of `mask` for work on `stream` (state.mutex held). The first use uploads it
+// on `stream` (the host bytes are staged before the copy call returns); a use on another stream
+// makes that stream wait for the upload.
+const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, CUstream stream,
+                                const BlockMask& mask) {
+  Driver* driver = Driver::get();
   const BlockMaskShape& s = mask.shape();
   std::string key(reinterpret_cast<const char*>(&s), sizeof s);
   append_bytes(key, mask.offsets());
@@ -308,11 +322,14 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const Blo
   append_bytes(key, mask.t_offsets());
   append_bytes(key, mask.t_runs());
   auto& slot = state.masks[{context, key}];
-  if (slot) return slot->view;
+  if (slot) {
+    if (slot->uploaded_on != stream) driver->stream_wait_event(stream, slot->ready);
+    return slot->view;
+  }
   if (state.masks.size() > 64) {  // rare: forget the copies, after the work that reads them
-    Driver::get()->context_synchronize();
+    driver->context_synchronize();
     state.masks.clear();
-    return device_mask(state, context, mask);
+    return device_mask(state, context, stream, mask);
   }
   size_t sizes[4] = {mask.offsets().size() * 4, mask.runs().size() * 8, mask.t_offsets().size() * 4,
                      mask.t_runs().size() * 8};
@@ -327,7 +344,12 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, const Blo
   }
   auto dm = std::make_unique<DeviceMask>();
   dm->buffer = DeviceBuffer(std::max<size_t>(host.size(), 8));
-  if (!host.empty()) dm->buffer.copy_from_host(host.data(), host.size());
+  if (!host.empty())
+    driver->memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dm->buffer.data()), host.data(),
+                              host.size(), stream);
+  dm->uploaded_on = stream;
+  dm->ready = driver->event_create(CU_EVENT_DISABLE_TIMING);
+  driver->event_record(dm->ready, stream);
   auto base = static_cast<const unsigned char*>(dm->buffer.data());
   dm->view = {base + at[0], base + at[1],   base + at[2],    base + at[3], s.batch,
               s.heads,      mask.q_tiles(), mask.kv_tiles(), s.block_q,    s.block_kv};
@@ -484,7 +506,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    tensor_arg(out),
                    static_cast<float*>(lse.data),
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   device_mask(state, context, block_mask)};
+                   device_mask(state, context, stream, block_mask)};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   launch_if(
       kernel,
@@ -565,7 +587,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    work,
                    det ? nullptr : work + delta_bytes / 4,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   device_mask(state, context, block_mask)};
+                   device_mask(state, context, stream, block_mask)};
   void* rows_params[] = {&params};
   void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);

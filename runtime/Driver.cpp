@@ -42,6 +42,7 @@ struct Driver::EntryPoints {
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
   PFN_cuEventCreate_v2000 event_create = nullptr;
   PFN_cuEventRecord_v2000 event_record = nullptr;
+  PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
   PFN_cuEventElapsedTime_v2000 event_elapsed_time = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
   PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encode_tiled = nullptr;  // optional (CUDA 12.0+)
@@ -159,6 +160,7 @@ Driver* Driver::create(std::string& reason) {
   need(api->stream_synchronize, "cuStreamSynchronize", 2000);
   need(api->event_create, "cuEventCreate", 2000);
   need(api->event_record, "cuEventRecord", 2000);
+  need(api->stream_wait_event, "cuStreamWaitEvent", 3020);
   // 12.8 re-versioned cuEventElapsedTime with the same signature.
   need(api->event_elapsed_time, "cuEventElapsedTime", driver_version >= 12080 ? 12080 : 2000);
   need(api->event_destroy, "cuEventDestroy", 4000);
@@ -365,6 +367,10 @@ CUevent Driver::event_create(unsigned flags) {
 
 void Driver::event_record(CUevent event, CUstream stream) {
   check(api_->event_record(event, stream), "cuEventRecord");
+}
+
+void Driver::stream_wait_event(CUstream stream, CUevent event) {
+  check(api_->stream_wait_event(stream, event, 0), "cuStreamWaitEvent");
 }
 
 float Driver::event_elapsed_ms(CUevent start, CUevent end) {

@@ -89,6 +89,8 @@ class Driver {
   void stream_synchronize(CUstream stream);
   CUevent event_create(unsigned flags = CU_EVENT_DEFAULT);
   void event_record(CUevent event, CUstream stream);
+  // Work submitted to `stream` after this call waits for `event`'s last record (no host wait).
+  void stream_wait_event(CUstream stream, CUevent event);
   float event_elapsed_ms(CUevent start, CUevent end);
   void event_destroy(CUevent event);
 
