@@ -9,7 +9,8 @@
 // or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G. The teacher
 // gets no gradient.
 //
-// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify) into two
+// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify,
+// linear_ce_tiles.cuh) into two
 // bits: kTileHot, some row has exp(max logit - lse) >= threshold (with a KL term: or q or pt,
 // from the student's and the teacher's max logits; target excluded; threshold 0: every tile), and kTileHoldsTarget, the tile holds the target of some row of the row tile. Only
 // hot tiles are visited (recomputed, multiplied); the others are skipped entirely.
@@ -41,6 +42,7 @@
 
 #include "ce_wgmma.cuh"
 #include "linear_ce_common.cuh"
+#include "linear_ce_tiles.cuh"
 
 namespace tilejit_ce {
 
@@ -75,141 +77,6 @@ struct CeBwdParams {
   float prob_weight = 1.f, target_weight = 1.f, uniform = 0.f, z_loss = 0.f;
   CeKlBackward kl;  // kl.weight 0: no KL term
 };
-
-// ---- preparation ---------------------------------------------------------------------------
-
-// Classes of (row tile, vocabulary tile) pairs (bits).
-constexpr unsigned char kTileHot = 1;          // visited: recomputed and multiplied
-constexpr unsigned char kTileHoldsTarget = 2;  // holds the target of a row of the row tile
-
-// Grid (n_rows): g_r for kept rows; ignored rows of dE are zeroed (they get no gradient).
-__device__ __forceinline__ void linear_ce_row_grad(const int* slot, const float* upstream,
-                                                   int reduction, int n_kept, float* row_grad,
-                                                   float* d_hidden, long long d_hidden_stride,
-                                                   int dim) {
-  int i = blockIdx.x, k = slot[i];
-  if (k < 0) {
-    for (int d = threadIdx.x; d < dim; d += blockDim.x) d_hidden[i * d_hidden_stride + d] = 0.f;
-  } else if (threadIdx.x == 0) {
-    float u = reduction == kReduceNone ? upstream[i] : upstream[0];
-    row_grad[k] = reduction == kReduceMean ? u / (float)n_kept : u;
-  }
-}
-
-struct CeClassifyParams {
-  CeLayout layout;
-  const int* kept = nullptr;
-  const int* targets = nullptr;
-  const float* lse = nullptr;
-  const u16* tile_max = nullptr;  // the forward's, bf16; nullptr: every tile hot
-  unsigned char* tile_class = nullptr;
-  int n_kept = 0;
-  int tile_max_parts = kTileMaxParts;  // parts per (tile, row): linear_ce_fwd 2, _fwd_kl 1
-  float log_threshold = 0.f;           // log(threshold)
-  int ce_probs = 1;                    // p enters the gradient (alpha < 1 or a z-loss)
-  // KL term (teacher_tile_max nullptr: none): q from the student's max, pt from the teacher's.
-  const u16* teacher_tile_max = nullptr;  // [num_tiles, n_kept]
-  const float* tempered_lse = nullptr;
-  const float* teacher_lse = nullptr;
-  float inv_temperature = 1.f;
-};
-
-// Max of `parts` bf16 maxima of vocabulary tile t for kept row k (target excluded).
-__device__ __forceinline__ float tile_max_logit(const u16* tile_max, int parts, int n_kept, int t,
-                                                int k) {
-  float m = neg_inf();
-  for (int part = 0; part < parts; ++part)
-    m = fmaxf(m, to_float<false>(tile_max[((long long)t * parts + part) * n_kept + k]));
-  return m;
-}
-
-// Whether some probability of kept row k in tile t that enters the gradient can reach the
-// threshold (exp is monotone and T > 0, so the tile's max logits bound them all).
-__device__ __forceinline__ bool tile_is_hot(const CeClassifyParams& q, int t, int k, float lse,
-                                            float tempered_lse, float teacher_lse) {
-  float zmax = tile_max_logit(q.tile_max, q.tile_max_parts, q.n_kept, t, k);
-  if (q.ce_probs && zmax - lse >= q.log_threshold) return true;
-  if (!q.teacher_tile_max) return false;
-  float tmax = tile_max_logit(q.teacher_tile_max, 1, q.n_kept, t, k);
-  return zmax * q.inv_temperature - tempered_lse >= q.log_threshold ||
-         tmax * q.inv_temperature - teacher_lse >= q.log_threshold;
-}
-
-// Grid (row tiles, ceil(num_tiles / 64)), 128 threads: one thread per row of the row tile.
-__device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
-  int rt = blockIdx.x, k = rt * kTileRows + threadIdx.x;
-  bool ok = k < q.n_kept;
-  float lse = ok ? q.lse[k] : 0.f;
-  float tempered = ok && q.teacher_tile_max ? q.tempered_lse[k] : 0.f;
-  float teacher = ok && q.teacher_tile_max ? q.teacher_lse[k] : 0.f;
-  int ttile = ok ? id_tile(q.layout, q.targets[q.kept[k]]) : -1;
-  int t0 = blockIdx.y * 64, t1 = min(q.layout.num_tiles, t0 + 64);
-  for (int t = t0; t < t1; ++t) {
-    bool hot = q.tile_max == nullptr || (ok && tile_is_hot(q, t, k, lse, tempered, teacher));
-    int any_hot = __syncthreads_or(hot);
-    int any_tgt = __syncthreads_or(ttile == t);
-    if (threadIdx.x == 0)
-      q.tile_class[(long long)rt * q.layout.num_tiles + t] =
-          (any_hot ? kTileHot : 0) | (any_tgt ? kTileHoldsTarget : 0);
-  }
-}
-
-// Grid (row tiles), 256 threads: the visited vocabulary tiles of each row tile, ascending.
-__device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_class, int num_tiles,
-                                                    int* row_list, int* row_count) {
-  __shared__ int scratch[33];
-  int rt = blockIdx.x, base = 0;
-  for (int c = 0; c < num_tiles; c += blockDim.x) {
-    int t = c + threadIdx.x;
-    bool v = t < num_tiles && (tile_class[(long long)rt * num_tiles + t] & kTileHot);
-    int total, pos = block_exclusive_count(v, scratch, &total);
-    if (v) row_list[(long long)rt * num_tiles + base + pos] = t;
-    base += total;
-  }
-  if (threadIdx.x == 0) row_count[rt] = base;
-}
-
-// One thread per vocabulary tile: its visited row tiles, ascending.
-__device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class, int num_tiles,
-                                                    int num_row_tiles, int* col_list,
-                                                    int* col_count) {
-  int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= num_tiles) return;
-  int n = 0;
-  for (int rt = 0; rt < num_row_tiles; ++rt)
-    if (tile_class[(long long)rt * num_tiles + t] & kTileHot)
-      col_list[(long long)t * num_row_tiles + n++] = rt;
-  col_count[t] = n;
-}
-
-// Column sums for the analytic smoothing term. Grid (ceil(dim / 256), parts): part j sums rows
-// [j*rows_per_part, ...) of `base` (row index map `rows` when given, weights when given) into
-// partial[j, :]. linear_ce_sum_parts then adds the parts in order.
-__device__ __forceinline__ void linear_ce_colsum_part(const u16* base, long long stride, int n,
-                                                      const int* rows, const float* weights,
-                                                      int dim, int rows_per_part, int is_f16,
-                                                      float* partial) {
-  int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= dim) return;
-  int r0 = blockIdx.y * rows_per_part, r1 = min(n, r0 + rows_per_part);
-  float acc = 0.f;
-  for (int r = r0; r < r1; ++r) {
-    long long row = rows ? rows[r] : r;
-    u16 bits = base[row * stride + d];
-    float v = is_f16 ? to_float<true>(bits) : to_float<false>(bits);
-    acc += weights ? weights[r] * v : v;
-  }
-  partial[(long long)blockIdx.y * dim + d] = acc;
-}
-
-__device__ __forceinline__ void linear_ce_sum_parts(const float* partial, int parts, int dim,
-                                                    float* out) {
-  int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= dim) return;
-  float acc = 0.f;
-  for (int j = 0; j < parts; ++j) acc += partial[(long long)j * dim + d];
-  out[d] = acc;
-}
 
 // ---- G ---------------------------------------------------------------------------------
 
@@ -593,32 +460,6 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
 
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
-__global__ void linear_ce_row_grad_kernel(const int* slot, const float* upstream, int reduction,
-                                          int n_kept, float* row_grad, float* d_hidden,
-                                          long long d_hidden_stride, int dim) {
-  linear_ce_row_grad(slot, upstream, reduction, n_kept, row_grad, d_hidden, d_hidden_stride, dim);
-}
-__global__ void __launch_bounds__(128)
-    linear_ce_classify_kernel(const __grid_constant__ CeClassifyParams q) {
-  linear_ce_classify(q);
-}
-__global__ void __launch_bounds__(256)
-    linear_ce_row_lists_kernel(const unsigned char* tile_class, int num_tiles, int* row_list,
-                               int* row_count) {
-  linear_ce_row_lists(tile_class, num_tiles, row_list, row_count);
-}
-__global__ void linear_ce_col_lists_kernel(const unsigned char* tile_class, int num_tiles,
-                                           int num_row_tiles, int* col_list, int* col_count) {
-  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count);
-}
-__global__ void linear_ce_colsum_part_kernel(const u16* base, long long stride, int n,
-                                             const int* rows, const float* weights, int dim,
-                                             int rows_per_part, int is_f16, float* partial) {
-  linear_ce_colsum_part(base, stride, n, rows, weights, dim, rows_per_part, is_f16, partial);
-}
-__global__ void linear_ce_sum_parts_kernel(const float* partial, int parts, int dim, float* out) {
-  linear_ce_sum_parts(partial, parts, dim, out);
-}
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeGradCta::kThreads, 2)
     linear_ce_grad_kernel(const __grid_constant__ Args args,

@@ -107,7 +107,7 @@ std::vector<std::string_view> module_headers(LossModule m) {
     case LossModule::Gradient: return {"common.cuh", "linear_ce_bwd.cuh"};
     case LossModule::Products: return {"linear_ce_bwd.cuh"};
     case LossModule::Rows:
-      return {"linear_ce_fwd.cuh", "linear_ce_bwd.cuh", "linear_ce_rows.cuh",
+      return {"linear_ce_fwd.cuh", "linear_ce_tiles.cuh", "linear_ce_rows.cuh",
               "linear_ce_order.cuh"};
   }
   internal_error("unknown loss module");

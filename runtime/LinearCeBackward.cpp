@@ -1,0 +1,251 @@
+// The fused linear cross-entropy's backward (runtime/LinearCe.h): classification of the
+// (row tile, vocabulary tile) grid from the forward's tile maxima, the choice between a filtered
+// and the exact backward, and the kernels of kernels_templates/linear_ce_bwd.cuh per vocabulary
+// chunk.
+#include <cmath>
+#include <vector>
+
+#include "runtime/LinearCeChecks.h"
+#include "runtime/LinearCeState.h"
+#include "runtime/VocabOrderPlan.h"
+
+namespace tilejit {
+
+using namespace linear_ce;  // the kernels' launch parameters (LinearCeParams.h)
+
+LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
+                                                const TensorView& grad_loss_in, CUstream stream,
+                                                const LinearCeGradOutputs& outputs) {
+  const TensorView grad_loss = named(grad_loss_in, "grad_loss");
+  TILEJIT_USER_CHECK(forward.state, "linear_cross_entropy_backward: the forward result is empty");
+  const LinearCeState& st = *forward.state;
+  PreparedLoss& K = *st.kernels;
+  const LossProgram& P = K.lowered.program;
+  const size_t num_segments = st.segments.size();
+  const int32_t n = static_cast<int32_t>(st.n_rows), dim = static_cast<int32_t>(st.dim);
+  check_f32_vector(grad_loss, P.reduction == Reduction::None ? n : -1);
+  TILEJIT_USER_CHECK(outputs.d_weight.empty() || outputs.d_weight.size() == num_segments,
+                     "program {}: {} d_weight outputs for {} segments", P.name,
+                     outputs.d_weight.size(), num_segments);
+  TILEJIT_USER_CHECK(outputs.d_bias.empty() || outputs.d_bias.size() == num_segments,
+                     "program {}: {} d_bias outputs for {} segments", P.name, outputs.d_bias.size(),
+                     num_segments);
+  if (outputs.d_hidden) check_f32_matrix(named(*outputs.d_hidden, "d_hidden"), n, dim, "N");
+  for (size_t s = 0; s < num_segments; ++s) {
+    const Segment& seg = P.segments[s];
+    if (!outputs.d_weight.empty() && outputs.d_weight[s])
+      check_f32_matrix(named(*outputs.d_weight[s], "d_" + seg.weight), seg.size(), dim,
+                       "V_" + seg.name);
+    if (outputs.d_bias.empty() || !outputs.d_bias[s]) continue;
+    TILEJIT_USER_CHECK(!seg.bias.empty(),
+                       "program {}: segment '{}' has no bias, but a d_bias "
+                       "output was given for it",
+                       P.name, seg.name);
+    check_f32_vector(named(*outputs.d_bias[s], "d_" + seg.bias), seg.size());
+  }
+  Driver* driver = require_gpu();
+  check_resident(driver, grad_loss);
+  if (outputs.d_hidden) check_resident(driver, *outputs.d_hidden);
+  for (const auto& outs : {outputs.d_weight, outputs.d_bias})
+    for (const std::optional<TensorView>& t : outs)
+      if (t) check_resident(driver, *t);
+
+  auto storage = std::make_shared<Storage>();
+  LinearCeGradients g;
+  g.d_hidden =
+      outputs.d_hidden ? *outputs.d_hidden : storage->take(size_t(n) * dim, {n, dim}, "d_hidden");
+  CeLayout layout = st.layout;
+  for (size_t s = 0; s < num_segments; ++s) {
+    const Segment& seg = P.segments[s];
+    const bool given = !outputs.d_weight.empty() && outputs.d_weight[s];
+    g.d_weight.push_back(
+        given ? *outputs.d_weight[s]
+              : storage->take(size_t(seg.size()) * dim, {seg.size(), dim}, "d_" + seg.weight));
+    layout.seg[s].d_weight = static_cast<float*>(g.d_weight[s].data);
+    layout.seg[s].d_weight_stride = g.d_weight[s].strides[0];
+    g.d_bias.emplace_back();
+    if (seg.bias.empty()) continue;
+    const bool bias_given = !outputs.d_bias.empty() && outputs.d_bias[s];
+    g.d_bias[s] = bias_given ? *outputs.d_bias[s]
+                             : storage->take(size_t(seg.size()), {seg.size()}, "d_" + seg.bias);
+    layout.seg[s].d_bias = static_cast<float*>(g.d_bias[s]->data);
+  }
+  g.storage = storage;
+
+  // The backward's scratch lives as long as the gradients, so nothing here waits for the GPU.
+  const LinearCeWorkspace& ws = st.ws;
+  storage->buffers.emplace_back(std::max<int64_t>(ws.total_bytes - ws.row_grad.offset, 1));
+  char* scratch = static_cast<char*>(storage->buffers.back().data());
+  auto bwd = [&](const WorkspaceSlice& s) -> void* {
+    return s.bytes ? scratch + (s.offset - ws.row_grad.offset) : nullptr;
+  };
+  float* row_grad = static_cast<float*>(bwd(ws.row_grad));
+  float* d_hidden = static_cast<float*>(g.d_hidden.data);
+  const long long dh_stride = g.d_hidden.strides[0];
+  const int32_t reduction = static_cast<int32_t>(P.reduction);
+  const int32_t n_kept = static_cast<int32_t>(st.n_kept);
+  if (n > 0)
+    run(K.function(LossModule::Rows, "linear_ce_row_grad"), {static_cast<unsigned>(n)}, {128}, 0,
+        stream, static_cast<const int32_t*>(st.slot()), static_cast<const float*>(grad_loss.data),
+        reduction, n_kept, row_grad, d_hidden, dh_stride, dim);
+  CUfunction fill = K.function(LossModule::Rows, "linear_ce_fill");
+  if (n_kept == 0) {  // no row has a gradient: the weights' gradients are zero
+    for (size_t s = 0; s < num_segments; ++s) {
+      const CeSegment& c = layout.seg[s];
+      long long rows = c.size, cols = dim;
+      run(fill, {blocks(rows * cols, 256 * 8)}, {256}, 0, stream, c.d_weight, rows, cols,
+          c.d_weight_stride, 0.f);
+      if (c.d_bias)
+        run(fill, {blocks(rows, 256)}, {256}, 0, stream, c.d_bias, 1LL, rows, rows, 0.f);
+    }
+    return g;
+  }
+
+  CeBwdParams p;
+  p.rows = {st.fwd<void>(ws.hidden_kept), dim, st.kept(), st.targets32(), n_kept, dim};
+  CeClassifyParams c;
+  c.kept = st.kept();
+  c.targets = st.targets32();
+  c.lse = st.fwd<float>(ws.lse);
+  c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
+  c.n_kept = n_kept;
+  c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
+  const double alpha = P.kl ? P.kl->alpha : 0.0;
+  c.ce_probs = alpha < 1 || P.z_loss > 0;
+  c.tile_max_parts = P.kl ? 1 : 2;
+  if (P.kl) {
+    c.tempered_lse = st.fwd<float>(ws.tempered_lse);
+    c.teacher_lse = st.fwd<float>(ws.teacher_lse);
+    c.inv_temperature = st.teacher.inv_temperature;
+  }
+  const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
+  p.tile_class = c.tile_class;
+  p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
+  p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
+  p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
+  p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
+  // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), and their lists.
+  auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
+    c.layout = visit;
+    c.tile_max = tile_max;
+    c.teacher_tile_max = P.kl && tile_max ? st.fwd<uint16_t>(ws.teacher_tile_max) : nullptr;
+    run(K.function(LossModule::Rows, "linear_ce_classify"),
+        {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
+    run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
+        {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
+    run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
+        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count);
+  };
+  classify(layout, st.threshold > 0 ? st.fwd<uint16_t>(ws.tile_max) : nullptr);
+  g.surviving_fraction = 1;
+  if (st.threshold > 0) {  // keep filtering (and the order) only if it saves more than it costs
+    std::vector<int32_t> visited_per_row_tile(row_tiles);
+    driver->stream_synchronize(stream);
+    driver->memcpy_dtoh(visited_per_row_tile.data(), reinterpret_cast<CUdeviceptr>(p.row_count),
+                        visited_per_row_tile.size() * sizeof(int32_t));
+    int64_t visited = 0;
+    for (int32_t v : visited_per_row_tile) visited += v;
+    const int64_t total = int64_t(row_tiles) * num_tiles;
+    g.surviving_fraction = surviving_fraction(visited, total);
+    if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
+    const bool filter = filter_backward(visited, total, st.order.tables != nullptr);
+    g.vocab_ordered = st.order.tables && filter;
+    if (!filter) {  // every tile, natural order: exactly the unfiltered backward
+      layout = with_order(layout, nullptr);
+      classify(layout, nullptr);
+    }
+  }
+  const bool some_skipped = c.tile_max != nullptr;
+  p.layout = layout;
+  if (P.kl) {
+    p.kl.teacher = st.teacher;
+    p.kl.teacher.layout = g.vocab_ordered || !st.order.tables
+                              ? st.teacher.layout
+                              : with_order(st.teacher.layout, nullptr);
+    p.kl.tempered_lse = c.tempered_lse;
+    p.kl.teacher_lse = c.teacher_lse;
+    p.kl.teacher_target_logit = st.fwd<float>(ws.teacher_target_logit);
+    p.kl.weight = static_cast<float>(P.kl->alpha * P.kl->temperature);
+  }
+  p.lse = c.lse;
+  p.target_logit = st.fwd<float>(ws.target_logit);
+  p.target_raw = st.fwd<float>(ws.target_raw);
+  p.row_grad = row_grad;
+  p.grad = bwd(ws.grad);
+  p.grad_stride = ws.grad_stride;
+  p.d_hidden = d_hidden;
+  p.d_hidden_stride = dh_stride;
+  p.num_row_tiles = row_tiles;
+  const double eps = P.label_smoothing;
+  p.prob_weight = static_cast<float>(1 - alpha);
+  p.target_weight = static_cast<float>((1 - alpha) * (1 - eps));
+  p.uniform = static_cast<float>((1 - alpha) * eps / static_cast<double>(layout.live_ids));
+  p.z_loss = static_cast<float>(P.z_loss);
+
+  if (st.analytic_smoothing) {  // sum_v C_v, sum_r g_r E_r, sum_r g_r
+    CUfunction part = K.function(LossModule::Rows, "linear_ce_colsum_part");
+    CUfunction sum = K.function(LossModule::Rows, "linear_ce_sum_parts");
+    float* partial = static_cast<float*>(bwd(ws.colsum_partial));
+    const int32_t per = static_cast<int32_t>(ws.colsum_rows_per_part), dx = blocks(dim, 256);
+    const int32_t is_f16 = st.dtype == DType::F16;
+    int32_t parts = 0;
+    for (size_t s = 0; s < num_segments; ++s) {
+      const CeSegment& seg = layout.seg[s];
+      int32_t k = (seg.size + per - 1) / per;
+      run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream, seg.weight,
+          seg.weight_stride, seg.size, static_cast<const int32_t*>(nullptr),
+          static_cast<const float*>(nullptr), dim, per, is_f16, partial + int64_t(parts) * dim);
+      parts += k;
+    }
+    float* colsum = static_cast<float*>(bwd(ws.weight_colsum));
+    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(partial),
+        parts, dim, colsum);
+    int32_t k = (n_kept + per - 1) / per;
+    float* rows_part = partial + int64_t(parts) * dim;
+    run(part, {static_cast<unsigned>(dx), static_cast<unsigned>(k)}, {256}, 0, stream,
+        p.rows.hidden, static_cast<long long>(dim), n_kept, static_cast<const int32_t*>(nullptr),
+        static_cast<const float*>(row_grad), dim, per, is_f16, rows_part);
+    float* wsum = static_cast<float*>(bwd(ws.hidden_wsum));
+    run(sum, {static_cast<unsigned>(dx)}, {256}, 0, stream, static_cast<const float*>(rows_part), k,
+        dim, wsum);
+    float* gsum = static_cast<float*>(bwd(ws.grad_sum));
+    run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,
+        static_cast<const float*>(row_grad), n_kept, int32_t{1} /* sum */, gsum);
+    p.weight_colsum = colsum;
+    p.hidden_wsum = wsum;
+    p.grad_sum = gsum;
+  }
+
+  if (some_skipped) {  // targets in skipped tiles: sparse corrections (linear_ce_bwd.cuh)
+    p.target_grad = static_cast<float*>(bwd(ws.target_grad));
+    p.target_slot = static_cast<int32_t*>(bwd(ws.target_slot));
+    void* target_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
+    launch(K.function(LossModule::Gradient,
+                      P.kl ? "linear_ce_target_grad_kl" : "linear_ce_target_grad"),
+           {blocks(n_kept, 256)}, {256}, 0, stream, target_params);
+  }
+  CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
+                               kCeGradSmemBytes);
+  CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", kCeProductSmemBytes);
+  CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", kCeProductSmemBytes);
+  CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
+  bool any_bias = false;
+  for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
+  const unsigned dtiles = blocks(dim, 256);
+  for (int32_t ch = 0; ch < ws.num_chunks; ++ch) {
+    p.chunk_first = ch * ws.chunk_tiles;
+    p.chunk_tiles = std::min(ws.chunk_tiles, num_tiles - p.chunk_first);
+    p.first_chunk = ch == 0;
+    const unsigned chunk = static_cast<unsigned>(p.chunk_tiles);
+    void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
+    launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
+           stream, grad_params);
+    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, {kCeProductThreads},
+        kCeProductSmemBytes, stream, p);
+    run(dweight, {chunk, dtiles}, {kCeProductThreads}, kCeProductSmemBytes, stream, p);
+    if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
+  }
+  return g;
+}
+
+}  // namespace tilejit

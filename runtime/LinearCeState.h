@@ -1,0 +1,116 @@
+// What the fused linear cross-entropy's forward (LinearCe.cpp) and backward
+// (LinearCeBackward.cpp) share: a program's compiled kernels, the launch helper, the storage of
+// library-allocated outputs, and the state the forward saves for the backward. Private to those
+// two files.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/Error.h"
+#include "compiler/Lower.h"
+#include "compiler/codegen/ArgLayout.h"
+#include "runtime/DeviceBuffer.h"
+#include "runtime/Driver.h"
+#include "runtime/KernelCache.h"
+#include "runtime/Launch.h"
+#include "runtime/LinearCe.h"
+#include "runtime/LinearCeOrder.h"
+#include "runtime/LinearCeParams.h"
+#include "runtime/LinearCeWorkspace.h"
+
+namespace tilejit {
+
+namespace linear_ce {
+
+inline unsigned blocks(int64_t n, int64_t per) {
+  return static_cast<unsigned>((n + per - 1) / per);
+}
+
+// A program's kernels for one element type and arch; modules are compiled on first use, so a
+// forward-only caller never compiles the backward.
+struct PreparedLoss {
+  LoweredLoss lowered;
+  ArgLayout layout;
+  ElemType elem = ElemType::BF16;
+  std::string arch;
+  std::mutex mu;
+  std::map<LossModule, std::pair<std::map<std::string, std::string, std::less<>>,
+                                 std::shared_ptr<const CompiledKernel>>>
+      modules;
+
+  // The entry point `kernel` of module `m`, compiled (through the kernel cache) on first use and
+  // loaded in the current context, with `dynamic_smem` bytes of dynamic shared memory allowed.
+  CUfunction function(LossModule m, std::string_view kernel, int dynamic_smem = 0);
+};
+
+// Launches `f` with each argument passed by value (types must match the entry's parameters).
+template <class... A>
+inline void run(CUfunction f, Dim3 grid, Dim3 block, size_t smem, CUstream stream, A... args) {
+  void* params[] = {static_cast<void*>(&args)...};
+  launch(f, grid, block, smem, stream, params);
+}
+
+inline Driver* require_gpu() {
+  Driver* driver = Driver::get();
+  TILEJIT_USER_CHECK(driver, "linear cross-entropy: no GPU: {}", Driver::unavailable_reason());
+  driver->ensure_context();
+  return driver;
+}
+
+// Error messages name tensors by their views' names; an unnamed view gets the API's name.
+inline TensorView named(const TensorView& t, std::string_view name) {
+  TensorView out = t;
+  if (out.name.empty()) out.name = name;
+  return out;
+}
+
+// Owns the library-allocated outputs of a call.
+struct Storage {
+  std::vector<DeviceBuffer> buffers;
+  TensorView take(size_t floats, std::vector<int64_t> shape, std::string name) {
+    buffers.emplace_back(std::max<size_t>(floats, 1) * sizeof(float));
+    return TensorView::contiguous(buffers.back().data(), DType::F32, std::move(shape),
+                                  TensorView::Where::Device, std::move(name));
+  }
+};
+
+}  // namespace linear_ce
+
+// What a forward keeps for its backward (LinearCe.h "Saved state").
+struct LinearCeState {
+  std::shared_ptr<linear_ce::PreparedLoss> kernels;
+  std::vector<SegmentBinding> segments;
+  std::vector<unsigned char> args;  // packed TjArgs
+  DType dtype = DType::BF16;
+  int64_t n_rows = 0, dim = 0, n_kept = 0;
+  float threshold = 0;
+  bool analytic_smoothing = false;
+  linear_ce::CeLayout layout;     // with the vocabulary order the forward visited, if any
+  linear_ce::ForwardOrder order;  // that order and the state that handed it out (LinearCeOrder.h)
+  // KL term: the teacher's weights and the kernels' view of it (the student's tiling and order,
+  // the teacher's kept rows once gathered).
+  std::vector<SegmentBinding> teacher_segments;
+  linear_ce::CeTeacher teacher;
+  LinearCeWorkspace ws;
+  DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
+  DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
+  linear_ce::Storage outputs;
+
+  int32_t* targets32() const { return static_cast<int32_t*>(rows.data()); }
+  int32_t* kept() const { return targets32() + n_rows; }
+  int32_t* slot() const { return targets32() + 2 * n_rows; }
+  int32_t* status() const { return targets32() + 3 * n_rows; }
+  template <class T>
+  T* fwd(const WorkspaceSlice& s) const {
+    return s.bytes ? reinterpret_cast<T*>(static_cast<char*>(forward.data()) + s.offset) : nullptr;
+  }
+};
+
+}  // namespace tilejit

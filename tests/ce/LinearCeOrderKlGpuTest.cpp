@@ -1,0 +1,180 @@
+// Fused linear cross-entropy on the GPU against the fp64 reference (LinearCeGpuProblem.h): the
+// vocabulary order (by average logit, the caller's, a reusable state) and when the backward
+// keeps filtering, the KL (distillation) term, i64 targets. Skipped without a GPU.
+#include "tests/ce/LinearCeGpuProblem.h"
+
+namespace tilejit::testing {
+namespace {
+
+using namespace linear_ce_gpu;
+
+// ---- vocabulary order ----------------------------------------------------------------------
+
+TEST_F(LinearCeGpu, OrderedByAverageLogit) {
+  Problem natural(prior_case("prior_natural", VocabOrdering::Natural));
+  natural.check();
+  EXPECT_FALSE(natural.ordered_forward());
+  Problem ordered(prior_case("prior_ordered", VocabOrdering::AverageLogit));
+  ordered.check();
+  EXPECT_TRUE(ordered.ordered_forward());
+  EXPECT_TRUE(ordered.ordered_backward()) << "surviving fraction " << ordered.surviving();
+  EXPECT_GE(ordered.surviving(), 0.0);
+  EXPECT_LT(ordered.surviving(), 0.3);
+}
+
+TEST_F(LinearCeGpu, OrderedForwardOverEveryTileMatchesTheExactResult) {
+  Problem exact(flat_case("flat_exact", 0, VocabOrdering::Natural));
+  exact.check();
+  Problem ordered(flat_case("flat_ordered_forward", -1, VocabOrdering::AverageLogit));
+  ordered.check();
+  EXPECT_TRUE(ordered.ordered_forward());
+  EXPECT_FALSE(ordered.ordered_backward());
+  EXPECT_GE(ordered.surviving(), kOrderedBackwardSurvival);
+  RelErr diff;
+  for (size_t i = 0; i < exact.last_d_hidden().size(); ++i)
+    diff.add(ordered.last_d_hidden()[i], exact.last_d_hidden()[i]);
+  EXPECT_LE(diff.value(), 1e-4) << "dE, ordered forward vs exact";
+}
+
+// In natural order too, a backward that finds nearly every tile alive visits them all exactly as
+// with filtering off: bit-identical gradients.
+TEST_F(LinearCeGpu, NaturalOrderFilterOverEveryTileIsTheExactBackward) {
+  Problem exact(flat_case("flat_natural_exact", 0, VocabOrdering::Natural));
+  exact.check();
+  Problem filtered(flat_case("flat_natural_filtered", -1, VocabOrdering::Natural));
+  filtered.check();
+  EXPECT_GT(filtered.last_threshold(), 0.f);
+  EXPECT_GE(filtered.surviving(), kNaturalBackwardSurvival);
+  EXPECT_FALSE(filtered.ordered_backward());
+  ASSERT_EQ(exact.last_d_hidden().size(), filtered.last_d_hidden().size());
+  EXPECT_EQ(std::memcmp(exact.last_d_hidden().data(), filtered.last_d_hidden().data(),
+                        exact.last_d_hidden().size() * 4),
+            0);
+}
+
+TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
+  Case c = gapped("gaps_bias_fixed_order", -1);
+  std::mt19937 rng(31);
+  std::vector<std::vector<int32_t>> orders;
+  for (const SegSpec& s : kGapped) {
+    orders.emplace_back(s.size);
+    std::iota(orders.back().begin(), orders.back().end(), 0);
+    std::shuffle(orders.back().begin(), orders.back().end(), rng);
+  }
+  c.ordering = VocabOrdering::State;
+  c.order = VocabOrder::fixed(orders);
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  EXPECT_TRUE(p.ordered_backward()) << p.surviving();
+}
+
+TEST_F(LinearCeGpu, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
+  // Flat rows: every tile holds probabilities above the threshold, so the backward visits every
+  // tile in natural order, and a reusable order pauses filtering until its next rebuild.
+  auto state = VocabOrder::by_average_logit(2);
+  Case c = flat_case("flat_state_order", -1, VocabOrdering::State);
+  c.order = state;
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  EXPECT_FALSE(p.ordered_backward());
+  EXPECT_GE(p.surviving(), kOrderedBackwardSurvival);
+  EXPECT_TRUE(state->stats().set_aside);
+  p.check();  // second forward: no rebuild due, unfiltered
+  EXPECT_FALSE(p.ordered_forward());
+  EXPECT_EQ(p.last_threshold(), 0.f);
+  EXPECT_EQ(p.surviving(), 1.0);
+  p.check();  // third: rebuilt, looked at again
+  EXPECT_TRUE(p.ordered_forward());
+  EXPECT_GT(p.last_threshold(), 0.f);
+  VocabOrder::Stats s = state->stats();
+  EXPECT_EQ(s.forwards, 3);
+  EXPECT_EQ(s.rebuilds, 2);
+}
+
+TEST_F(LinearCeGpu, NoOrderWithoutFiltering) {
+  Case c = gapped("exact_ignores_order", 0);
+  c.ordering = VocabOrdering::AverageLogit;
+  Problem p(c);
+  p.check();
+  EXPECT_FALSE(p.ordered_forward());
+  EXPECT_EQ(p.surviving(), 1.0);
+}
+
+// ---- KL term and i64 targets -------------------------------------------------------------------
+
+// Distillation on the student's own weights: gapped layout with a bias, smoothing, z-loss, T 2.
+TEST_F(LinearCeGpu, KlSharedWeightsExact) {
+  Case c = gapped("kl_shared_exact", 0);
+  c.kl = Case::Kl{.alpha = 0.3, .temperature = 2};
+  c.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*c.kl, kGapped) +
+              "  label_smoothing = 0.1\n  z_loss = 0.0001\n}\n";
+  Problem(c).check();
+}
+
+// A teacher with its own weights, biases and width (D_t 136 vs D 72: K steps of both GEMMs padded
+// to the longer), soft-capped (logit_mod applies to the teacher too), filtered, sum reduction.
+TEST_F(LinearCeGpu, KlOwnTeacherSoftcapFiltered) {
+  std::vector<SegSpec> segs = {{0, 900, true}, {1000, 300, false}};
+  Case c{.name = "kl_own_teacher_softcap",
+         .program = "",
+         .segments = segs,
+         .n = 333,
+         .d = 72,
+         .peak = 30,
+         .cap = 30,
+         .threshold = -1,
+         .seed = 41,
+         .kl = Case::Kl{.alpha = 0.5, .temperature = 1.5, .own_teacher = true, .teacher_d = 136}};
+  c.program = "loss distill {\n  param cap : f32\n" + layout_text(segs) + kl_text(*c.kl, segs) +
+              "  logit = cap * tanh(logit / cap)\n  reduction = sum\n}\n";
+  Problem(c).check();
+}
+
+// Pure distillation (alpha 1: the CE probabilities leave the gradient), f16, none reduction,
+// vocabulary ordered by average logit (the teacher's tiles follow the student's order).
+TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
+  std::vector<SegSpec> segs = {{0, 4000, true}};
+  Case c = prior_case("kl_only_ordered_f16", VocabOrdering::AverageLogit);
+  c.dtype = DType::F16;
+  c.peak = 10;
+  c.kl = Case::Kl{.alpha = 1, .temperature = 1, .own_teacher = true, .teacher_d = 64};
+  c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) +
+              "  reduction = none\n}\n";
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  // Both distributions peak near the target and the prior: most tiles hold no probability, of
+  // the student's or the teacher's, above the threshold.
+  EXPECT_TRUE(p.ordered_backward()) << "surviving fraction " << p.surviving();
+  EXPECT_LT(p.surviving(), 0.5);
+}
+
+TEST_F(LinearCeGpu, KlDeterministic) {
+  Case c = gapped("kl_deterministic", -1);
+  c.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
+  c.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*c.kl, kGapped) + "}\n";
+  Problem p(c);
+  p.check();
+  std::vector<float> first = p.last_d_hidden();
+  p.check();
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+}
+
+TEST_F(LinearCeGpu, I64Targets) {
+  Case c = gapped("i64_targets", -1);
+  c.i64_targets = true;
+  Problem(c).check();
+  Problem dead(c);
+  dead.targets()[5] = 1100;  // between the two segments
+  try {
+    dead.check();
+    FAIL() << "a dead i64 target was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'targets'[5] = 1100"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilejit::testing
