@@ -149,7 +149,7 @@ struct LinearCeTeacher {
   std::optional<TensorView> hidden;  // [N, D_t]
 };
 
-struct LinearCeState;  // saved for backward (LinearCe.cpp)
+struct LinearCeState;  // saved for backward (LinearCeState.h)
 
 struct LinearCeForward {
   TensorView loss;      // f32 [1]: mean / sum over kept rows as the program says
