@@ -1,7 +1,8 @@
 // Host mirrors of the fused linear cross-entropy kernels' launch parameters
-// (kernels_templates/linear_ce_*.cuh), as runtime/LinearCe.cpp fills them. Their sizes are
-// asserted here and, on the device side, in every generated module (compiler/codegen/
-// LossKernels.h), so the two layouts cannot drift apart unnoticed. Private to the LinearCe*.cpp files.
+// (kernels_templates/linear_ce_*.cuh), as runtime/LinearCe.cpp and LinearCeBackward.cpp fill
+// them. Their sizes are asserted here and, on the device side, in every generated module
+// (compiler/codegen/LossKernels.h), so the two layouts cannot drift apart unnoticed. Private to
+// those files.
 #pragma once
 
 #include <cstdint>
