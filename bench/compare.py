@@ -514,6 +514,7 @@ def main() -> int:
     elif device == "cuda":
         # The backward is timed on a retained graph (fwd_bwd_ms), which compiled backwards with
         # donated buffers refuse.
+        import torch._functorch.config
         torch._functorch.config.donated_buffer = False
         compiled_flex = torch.compile(flex_attention)
     else:

@@ -94,7 +94,8 @@ if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
   }
   san memcheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
   san racecheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
-  san memcheck ce/linear_ce_gpu_test "*Gaps*:*ThreeSegments*:*AllRowsIgnored*"
+  san memcheck ce/linear_ce_gpu_test "*Gaps*:*ThreeSegments*:*AllRowsIgnored*:*KlSharedWeightsExact*:*KlOwnTeacher*"
+  san racecheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*KlSharedWeightsExact*"
   san memcheck mask/tilejit_classify_gpu_tests "*IndexOnly*"
 fi
 if has soak && [ -x $bdir/tests/codegen/tilejit_dense_mask_gpu_tests ]; then
