@@ -3,17 +3,20 @@
 // the JSON lines it prints sit next to theirs row for row. TFLOP/s are counted on unmasked
 // elements (forward 4·B·Hq·D·pairs, backward 2.5× that), like the peers.
 //
-//   attention_gpu_bench [--quick] > attention.jsonl
+//   attention_gpu_bench [--quick] [--masks causal,alibi_causal] [--shapes "B,H,S,D,Hkv;..."]
+//                       [--reps N] [--no-scaling] > attention.jsonl
 //
 // Also: the first call per program (kernel compile or cache load, whichever the cache gives),
 // and mask-building time on the GPU and the CPU, up to 1M tokens for a document mask.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -167,7 +170,19 @@ void bind_host_buffers(MaskCase& c, std::vector<std::vector<uint8_t>>& storage) 
   }
 }
 
-void bench_shape(int B, int H, int S, int D, int Hkv, bool quick) {
+struct BenchOptions {
+  bool quick = false;
+  int reps = 20;                      // timed runs per direction (median)
+  std::vector<std::string> masks;     // empty: every mask case
+  std::vector<std::array<int, 5>> shapes;  // B, H, S, D, Hkv; empty: the default list
+  bool scaling = true;                // the mask-analysis scaling rows
+};
+
+bool wanted(const BenchOptions& o, const std::string& mask) {
+  return o.masks.empty() || std::find(o.masks.begin(), o.masks.end(), mask) != o.masks.end();
+}
+
+void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
   Device q = random_bf16({B, H, S, D}, "q", 1), k = random_bf16({B, Hkv, S, D}, "k", 2),
          v = random_bf16({B, Hkv, S, D}, "v", 3), d_out = random_bf16({B, H, S, D}, "d_out", 4);
   Device out = device_tensor(DType::BF16, {B, H, S, D}, "out"),
@@ -176,8 +191,9 @@ void bench_shape(int B, int H, int S, int D, int Hkv, bool quick) {
          dk = device_tensor(DType::BF16, {B, Hkv, S, D}, "dk"),
          dv = device_tensor(DType::BF16, {B, Hkv, S, D}, "dv");
   const double dense_fwd = 4.0 * B * H * double(S) * S * D;
-  const int reps = quick ? 5 : 20;
+  const int reps = opt.reps;
   for (MaskCase& c : mask_cases(B, H, S)) {
+    if (!wanted(opt, c.name)) continue;
     std::vector<std::vector<uint8_t>> host_copies;
     bind_host_buffers(c, host_copies);
     LoweredAttention lowered = lower(c.program);
@@ -255,22 +271,56 @@ void mask_build_scaling() {
 
 int main(int argc, char** argv) {
   using namespace tilejit;
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  BenchOptions opt;
+  auto split = [](const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    for (std::string item; std::getline(in, item, sep);)
+      if (!item.empty()) out.push_back(item);
+    return out;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--quick") {
+      opt.quick = true, opt.reps = 5;
+    } else if (a == "--masks" && has_value) {
+      opt.masks = split(argv[++i], ',');
+    } else if (a == "--shapes" && has_value) {
+      for (const std::string& shape : split(argv[++i], ';')) {
+        std::vector<std::string> v = split(shape, ',');
+        if (v.size() != 5) {
+          fmt::print(stderr, "attention_gpu_bench: shape '{}' is not B,H,S,D,Hkv\n", shape);
+          return 2;
+        }
+        opt.shapes.push_back({std::stoi(v[0]), std::stoi(v[1]), std::stoi(v[2]),
+                              std::stoi(v[3]), std::stoi(v[4])});
+      }
+    } else if (a == "--reps" && has_value) {
+      opt.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--no-scaling") {
+      opt.scaling = false;
+    } else {
+      fmt::print(stderr, "attention_gpu_bench: unknown argument '{}'\n", a);
+      return 2;
+    }
+  }
   if (!gpu_available()) {
     fmt::print(stderr, "attention_gpu_bench: no GPU: {}\n", Driver::unavailable_reason());
     return 2;
   }
   Driver::get()->ensure_context();
   try {
-    // The peers' shapes: B·S = 16k at D 128, 32k at one sequence, D 64, GQA 32/8.
-    bench_shape(8, 16, 2048, 128, 16, quick);
-    bench_shape(2, 16, 8192, 128, 16, quick);
-    if (!quick) {
-      bench_shape(1, 16, 32768, 128, 16, quick);
-      bench_shape(2, 16, 8192, 64, 16, quick);
-      bench_shape(2, 32, 8192, 128, 8, quick);
+    if (opt.shapes.empty()) {
+      // The peers' shapes: B·S = 16k at D 128, 32k at one sequence, D 64, GQA 32/8.
+      opt.shapes = {{8, 16, 2048, 128, 16}, {2, 16, 8192, 128, 16}};
+      if (!opt.quick)
+        opt.shapes.insert(opt.shapes.end(), {{1, 16, 32768, 128, 16},
+                                             {2, 16, 8192, 64, 16},
+                                             {2, 32, 8192, 128, 8}});
     }
-    mask_build_scaling();
+    for (const auto& [B, H, S, D, Hkv] : opt.shapes) bench_shape(B, H, S, D, Hkv, opt);
+    if (opt.scaling) mask_build_scaling();
   } catch (const std::exception& e) {
     fmt::print(stderr, "attention_gpu_bench: {}\n", e.what());
     return 1;

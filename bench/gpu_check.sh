@@ -177,5 +177,35 @@ if has cebench && has cepeers && [ -s "$out/ce_bench.jsonl" ] &&
   python3 bench/plot_ce.py "$out/ce_bench.jsonl" "$out/torch_ce_peers.json" "$out/ce.png" \
     --data "${ce_kinds%%,*}" 2>&1 | tee -a "$summary"
 fi
+# sass: static instruction counts of the example programs' kernels (bench/sass_stats.sh; env
+# SASS_PROGRAMS: which programs, default all).
+if has sass && [ -x $bdir/tools/tilejit ]; then
+  bash bench/sass_stats.sh "$(cd $bdir && pwd)/tools/tilejit" "$out/sass" sm_90a ${SASS_PROGRAMS:-} \
+    >"$out/sass.txt" 2>&1
+  note "sass: rc=$? ($out/sass.txt)"
+  grep -E "program|fwd_sm90|bwd_sm90_bf16" "$out/sass.txt" | head -40
+fi
+# profile: ncu on one kernel per entry of PROFILE="name|bench args|kernel regex;..." (default:
+# the Hopper attention forward and backward of a few masks at 8k), full set, details as text.
+if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
+  shape="--shapes 2,16,8192,128,16 --reps 1 --no-scaling"
+  default="causal_fwd|--masks causal $shape|fwd_sm90;causal_bwd|--masks causal $shape|bwd_sm90"
+  default+=";document_fwd|--masks document_causal $shape|fwd_sm90"
+  default+=";alibi_fwd|--masks alibi_causal $shape|fwd_sm90;softcap_fwd|--masks softcap_causal $shape|fwd_sm90"
+  IFS=';' read -ra entries <<<"${PROFILE:-$default}"
+  for e in "${entries[@]}"; do
+    IFS='|' read -r name args regex <<<"$e"
+    TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout ${PROFILE_TIMEOUT:-150} ncu --set full \
+      -k "regex:$regex" --launch-skip 2 --launch-count 1 -o "$out/prof_$name" -f \
+      $bdir/bench/attention_gpu_bench $args >"$out/prof_$name.log" 2>&1
+    note "profile $name: rc=$?"
+    ncu --import "$out/prof_$name.ncu-rep" --page details >"$out/prof_$name.txt" 2>&1
+    ncu --import "$out/prof_$name.ncu-rep" --page raw >"$out/prof_$name.raw.txt" 2>&1
+    grep -E "sm__(inst_executed_pipe|pipe)_[a-z_]*(tensor|gmma|xu|fma|alu|lsu)[a-z_]*\.avg\.pct_of_peak_sustained_active " \
+      "$out/prof_$name.raw.txt" | awk '$NF+0 > 5 {print "  " $1, $NF}' | tee -a "$summary"
+    grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy|No Eligible) " \
+      "$out/prof_$name.txt" | sed "s/^ */  /" | tee -a "$summary"
+  done
+fi
 echo "==== summary ===="
 cat "$summary"

@@ -84,25 +84,47 @@ template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, in
 __device__ __forceinline__ void apply_bwd(float (&s)[kM][kN][4], float (&dp)[kM][kN][4],
                                           const Args& args, const AttnShape& sh, float scale_log2,
                                           int b, int h, int row0, int col0, Stats stats) {
+  // The hooks' parts: per row once, per column once for all the rows (hook_parts.cuh).
+  using QP = QParts<Prog, kMask, true>;
+  using KP = KvParts<Prog, kMask, true>;
+  using RowParts = PositionParts<Prog, kMask, true, kTransposed>;
+  using ColParts = PositionParts<Prog, kMask, true, !kTransposed>;
+  RowParts rp[kM][2];
 #pragma unroll
   for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
-    for (int n = 0; n < kN; ++n)
+    for (int half = 0; half < 2; ++half)
+      rp[mi][half].compute(args, b, h, row0 + mi * 16 + half * 8);
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    ColParts cp[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) cp[j].compute(args, b, h, col0 + n * 8 + j);
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         int row = row0 + mi * 16 + (c >> 1) * 8, col = col0 + n * 8 + (c & 1);
         int q = kTransposed ? col : row, kv = kTransposed ? row : col;
+        const QP* qp;
+        const KP* kp;
+        if constexpr (kTransposed)
+          qp = &cp[c & 1], kp = &rp[mi][c >> 1];
+        else
+          qp = &rp[mi][c >> 1], kp = &cp[c & 1];
         float raw = s[mi][n][c], lse2, delta;
         stats(mi, n, c, lse2, delta);
-        float x = element_logit<Prog, Args, kMask, kBounds>(args, raw, sh.scale, scale_log2, b, h,
-                                                            q, kv, sh.seq_q, sh.seq_kv);
+        float x = element_logit<Prog, Args, kMask, kBounds>(args, *qp, *kp, raw, sh.scale,
+                                                            scale_log2, b, h, q, kv, sh.seq_q,
+                                                            sh.seq_kv);
         float pr = fast_exp2(x - lse2);
         float ds = pr * (dp[mi][n][c] - delta);
-        if (!Prog::kScoreIsIdentity && pr > 0.f)
-          ds *= Prog::score_grad(args, raw * sh.scale, b, h, q, kv);
+        if constexpr (!Prog::kScoreIsIdentity)
+          if (pr > 0.f) ds *= element_score_grad<Prog>(args, *qp, *kp, raw * sh.scale, b, h, q, kv);
         s[mi][n][c] = pr;
         dp[mi][n][c] = ds;
       }
+  }
 }
 
 template <class Prog, class Args, bool kTransposed, int kM, int kN, class Stats>

@@ -325,19 +325,29 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(float (&s)[kN][4], f
                                                             unsigned (&f)[kN / 2][4],
                                                             const Args& args, const BwdSm90Tile& t,
                                                             Lse2 lse2, Delta delta) {
+  // The hooks' parts (hook_parts.cuh): the two kv rows once, each q column once for both.
+  KvParts<Prog, kMask, true> kp[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) kp[half].compute(args, t.b, t.h, t.row0 + half * 8);
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
+    QParts<Prog, kMask, true> qp[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) qp[j].compute(args, t.b, t.h, t.col0 + n * 8 + j);
     float pr[4], ds[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int kv = t.row0 + (c >> 1) * 8, q = t.col0 + n * 8 + (c & 1);
       const float raw = s[n][c];
       const float x = element_logit<Prog, Args, kMask, kBounds>(
-          args, raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv, t.sh.seq_q, t.sh.seq_kv);
+          args, qp[c & 1], kp[c >> 1], raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
+          t.sh.seq_q, t.sh.seq_kv);
       pr[c] = fast_exp2(x - lse2(n, c));
       float g = pr[c];
-      if (!Prog::kScoreIsIdentity && pr[c] > 0.f)
-        g *= Prog::score_grad(args, raw * t.sh.scale, t.b, t.h, q, kv);
+      if constexpr (!Prog::kScoreIsIdentity)
+        if (pr[c] > 0.f)
+          g *= element_score_grad<Prog>(args, qp[c & 1], kp[c >> 1], raw * t.sh.scale, t.b, t.h,
+                                        q, kv);
       if (kFused)
         ds[c] = g * (dp[n][c] - delta(n, c));
       else

@@ -65,17 +65,37 @@ __device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& 
 #pragma unroll
         for (int c = 0; c < 4; ++c) s[mi][n][c] *= scale_log2;
   } else {
+    // The hooks' parts: per row once, per column once for all the rows (hook_parts.cuh).
+    using RowParts = PositionParts<Prog, kMask, false, kTransposed>;
+    using ColParts = PositionParts<Prog, kMask, false, !kTransposed>;
+    RowParts rp[kM][2];
 #pragma unroll
     for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
-      for (int n = 0; n < kN; ++n)
+      for (int half = 0; half < 2; ++half)
+        rp[mi][half].compute(args, b, h, row0 + mi * 16 + half * 8);
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      ColParts cp[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) cp[j].compute(args, b, h, col0 + n * 8 + j);
+#pragma unroll
+      for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
+          const RowParts& r = rp[mi][c >> 1];
+          const ColParts& k = cp[c & 1];
           int row = row0 + mi * 16 + (c >> 1) * 8, col = col0 + n * 8 + (c & 1);
-          int q = kTransposed ? col : row, kv = kTransposed ? row : col;
-          s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
-              args, s[mi][n][c], sh.scale, scale_log2, b, h, q, kv, sh.seq_q, sh.seq_kv);
+          if constexpr (kTransposed)
+            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
+                args, k, r, s[mi][n][c], sh.scale, scale_log2, b, h, col, row, sh.seq_q,
+                sh.seq_kv);
+          else
+            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
+                args, r, k, s[mi][n][c], sh.scale, scale_log2, b, h, row, col, sh.seq_q,
+                sh.seq_kv);
         }
+    }
   }
 }
 

@@ -4,11 +4,14 @@
 // pipeline over an accumulator tile (tile_logits: bounds, mask_mod, score_mod; full tiles skip
 // the mask) and the online softmax, so both paths return the same out and lse.
 //
-// CTA: one per (q tile of 128 rows, b * Hq); grid (B * Hq, q_tiles), q tiles run last-first.
+// Persistent CTAs: a grid of at most one CTA per SM walks the work items (q tile of 128 rows,
+// b * Hq) longest first (FwdWorkItem); the K/V ring runs on from one item to the next, and the
+// producer loads an item's Q while the consumers finish the previous item (see the epilogue
+// note at attn_sm90_consume), so no CTA start-up or epilogue sits between two items' products.
 // 384 threads in three warpgroups:
-//   warpgroup 0, producer (40 registers): one thread loads the Q tile once, then K and V of each
-//     step into a kStages ring, with TMA; the mbarrier full[s] counts the bytes in,
-//     empty[s] the 256 consumer threads done with the stage.
+//   warpgroup 0, producer (40 registers): one thread loads each item's Q tile, then K and V of
+//     each step into a kStages ring, with TMA; the mbarrier full[s] counts the bytes in,
+//     empty[s] the 256 consumer threads done with the stage, q_empty those done with Q.
 //   warpgroups 1 and 2, consumers (232 registers; 40 * 128 + 232 * 256 = 168 * 384, the
 //     launch-bounds allocation): 64 query rows each. Per step,
 //     S = Q K^T (wgmma, Q and K from shared memory), the score pipeline and online softmax on
@@ -41,9 +44,10 @@
 //     N-major B of P V (imm-trans-b = 1, LBO = 16384 between its 64-column blocks, SBO 1024).
 //   - mbarriers (9.7.13.15): q_full and full[s] complete on one arrive.expect_tx plus the
 //     transaction bytes of their boxes (a box partly or wholly outside the tensor is zero-filled
-//     and counts in full); empty[s] on 256 arrivals. Pass n over the ring waits for parity
-//     n & 1 on full[s] (consumers) and (n & 1) ^ 1 on empty[s] (producer; a fresh barrier
-//     reports parity 1 complete).
+//     and counts in full); empty[s] and q_empty on 256 arrivals. Pass n over the ring waits for
+//     parity n & 1 on full[s] (consumers) and (n & 1) ^ 1 on empty[s] (producer; a fresh barrier
+//     reports parity 1 complete); the CTA's item n waits for parity n & 1 on q_full, and its
+//     producer for parity (n - 1) & 1 on q_empty before loading item n's Q (n >= 1).
 //   - wgmma.fence before each batch of products (S, O and P are written by ordinary code in
 //     between); one commit group per product; the accumulators and P are touched only after a
 //     wait_group that covers them (9.7.15.7).
@@ -84,10 +88,11 @@ struct AttnFwdSm90Layout {
   // Up to 1023 bytes are lost aligning the dynamic shared memory base.
   static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
 
-  // Barrier addresses: q_full, full[kStages], empty[kStages].
+  // Barrier addresses: q_full, full[kStages], empty[kStages], q_empty.
   __device__ static unsigned q_full(unsigned base) { return base; }
   __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
   __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
+  __device__ static unsigned q_empty(unsigned base) { return base + 8 + 16 * kStages; }
   __device__ static unsigned k_tile(unsigned base, int s) {
     return base + kStage0 + s * kStageBytes;
   }
@@ -126,6 +131,34 @@ struct KvStepCursor {
   }
 };
 
+// The work items (b, h, q tile), numbered longest first for triangular masks: q tiles from the
+// last, every (b, h) of a q tile next to each other (CTAs running together share K and V in L2).
+// CTA c takes, in round k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when
+// k is odd (G = gridDim.x): a plain stride would give CTA 0 the largest item of every round (6%
+// more work than the average on a causal mask at 8k), the snake pairs a larger with a smaller.
+struct FwdWorkItem {
+  int b, h, hk, qt, q0;
+
+  __device__ __forceinline__ static int count(const AttentionFwdParams& p) {
+    return p.shape.batch * p.shape.heads_q * p.mask.q_tiles;
+  }
+  // This CTA's item of round k (>= count(p) once the CTA is done).
+  __device__ __forceinline__ static int of_round(int k) {
+    return k * gridDim.x + ((k & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  }
+  __device__ __forceinline__ static FwdWorkItem at(const AttentionFwdParams& p, int item) {
+    const AttnShape& sh = p.shape;
+    const int bh_count = sh.batch * sh.heads_q, bh = item % bh_count;
+    FwdWorkItem w;
+    w.b = bh / sh.heads_q;
+    w.h = bh % sh.heads_q;
+    w.hk = w.h / (sh.heads_q / sh.heads_kv);
+    w.qt = p.mask.q_tiles - 1 - item / bh_count;
+    w.q0 = w.qt * kAttnSm90BlockQ;
+    return w;
+  }
+};
+
 // Where a step's stage lives and which pass over the ring it is.
 struct RingSlot {
   int stage = 0;
@@ -137,38 +170,46 @@ struct RingSlot {
   }
 };
 
-// The producer thread: the Q tile, then K and V of every step.
+// The producer thread, for each work item: the Q tile once the consumers are done with the
+// previous item's (q_empty), then K and V of every step into the ring, which runs on across items.
 template <int kHeadDim>
-__device__ __forceinline__ void attn_sm90_produce(const AttnFwdTmaMaps& maps, KvStepCursor steps,
-                                                  unsigned base, int b, int h, int hk, int q0) {
+__device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
+                                                  const AttnFwdTmaMaps& maps, unsigned base) {
   using L = AttnFwdSm90Layout<kHeadDim>;
   tma_prefetch_descriptor(&maps.q);
-  if (steps.valid()) {  // without kv steps (e.g. Skv = 0) K and V may have no map
+  if (p.shape.seq_kv > 0) {  // without keys K and V may have no map
     tma_prefetch_descriptor(&maps.k);
     tma_prefetch_descriptor(&maps.v);
   }
-  mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
-#pragma unroll
-  for (int cb = 0; cb < L::kColBlocks; ++cb)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      tma_load_4d(base + L::kQ + cb * L::kColBlockBytes + half * L::kBoxBytes, &maps.q, 64 * cb,
-                  q0 + 64 * half, h, b, L::q_full(base));
   RingSlot slot;
-  for (; steps.valid(); steps.advance()) {
-    const KvStep st = steps.step;
-    const unsigned full = L::full(base, slot.stage);
-    mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
-    mbar_arrive_expect_tx(full, 2 * st.tiles * L::kColBlocks * L::kBoxBytes);
-    for (int t = 0; t < st.tiles; ++t)
+  const int items = FwdWorkItem::count(p);
+  for (int n = 0, item = FwdWorkItem::of_round(0); item < items; item = FwdWorkItem::of_round(++n)) {
+    const FwdWorkItem w = FwdWorkItem::at(p, item);
+    KvStepCursor steps;
+    steps.begin(p.mask, w.b, w.h, w.qt);
+    if (n > 0) mbar_wait(L::q_empty(base), (n - 1) & 1);
+    mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
 #pragma unroll
-      for (int cb = 0; cb < L::kColBlocks; ++cb) {
-        const unsigned at = cb * L::kColBlockBytes + t * L::kBoxBytes;
-        const int row = (st.tile + t) * kAttnBlockKV;
-        tma_load_4d(L::k_tile(base, slot.stage) + at, &maps.k, 64 * cb, row, hk, b, full);
-        tma_load_4d(L::v_tile(base, slot.stage) + at, &maps.v, 64 * cb, row, hk, b, full);
-      }
-    slot.advance<L::kStages>();
+    for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_4d(base + L::kQ + cb * L::kColBlockBytes + half * L::kBoxBytes, &maps.q, 64 * cb,
+                    w.q0 + 64 * half, w.h, w.b, L::q_full(base));
+    for (; steps.valid(); steps.advance()) {
+      const KvStep st = steps.step;
+      const unsigned full = L::full(base, slot.stage);
+      mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+      mbar_arrive_expect_tx(full, 2 * st.tiles * L::kColBlocks * L::kBoxBytes);
+      for (int t = 0; t < st.tiles; ++t)
+#pragma unroll
+        for (int cb = 0; cb < L::kColBlocks; ++cb) {
+          const unsigned at = cb * L::kColBlockBytes + t * L::kBoxBytes;
+          const int row = (st.tile + t) * kAttnBlockKV;
+          tma_load_4d(L::k_tile(base, slot.stage) + at, &maps.k, 64 * cb, row, w.hk, w.b, full);
+          tma_load_4d(L::v_tile(base, slot.stage) + at, &maps.v, 64 * cb, row, w.hk, w.b, full);
+        }
+      slot.advance<L::kStages>();
+    }
   }
 }
 
@@ -246,19 +287,31 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
-// Named barriers: the issue turns of the two consumer warpgroups, then one per warpgroup for its
-// epilogue.
+// Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
+// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
 constexpr int kSchedBarrier = 1;     // + consumer index
 constexpr int kEpilogueBarrier = 3;  // + consumer index
+constexpr int kLastSBarrier = 5;
 
-// A consumer warpgroup (cw = 0 or 1): rows q0 + 64 cw .. + 63 of the tile.
+// A consumer warpgroup (cw = 0 or 1) on one work item: rows q0 + 64 cw .. + 63 of its tile.
+// `slot` is the ring position, carried from item to item; `nth` the item's index in this CTA.
+//
+// Epilogue: O is staged, for 16-byte stores, in the warpgroup's 64 rows of the K tile of the
+// item's last stage (same geometry as the Q tile) -- not in Q, which the consumers hand back
+// (q_empty) as soon as their last S has landed, so the producer loads the next item's Q under
+// this item's last P V and epilogue. That K tile is read by both warpgroups' last S products:
+// consumer 1 reaches its epilogue after consumer 0 has passed the turn following its last
+// softmax (so after consumer 0's last S landed), consumer 0 waits for consumer 1's arrival on
+// kLastSBarrier. The stage is released (empty) once the staged rows are read back. An item
+// without kv steps (every row masked) stages in its Q rows and releases Q after the epilogue.
 template <class Prog, class Args, class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
-                                                  KvStepCursor steps, unsigned base, int cw, int b,
-                                                  int h, int q0) {
+                                                  const FwdWorkItem& w, unsigned base, int cw,
+                                                  RingSlot& slot, int nth) {
   using L = AttnFwdSm90Layout<kHeadDim>;
   constexpr int kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
+  const int b = w.b, h = w.h, q0 = w.q0;
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
   const int row0 = q0 + 64 * cw + 16 * warp + (lane >> 2);  // rows row0 and row0 + 8
   const float scale_log2 = sh.scale * kLog2e;
@@ -266,6 +319,9 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   const unsigned q_rows = base + L::kQ + cw * 64 * 128;
   auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
   auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
+  KvStepCursor steps;
+  steps.begin(p.mask, b, h, w.qt);
+  const bool has_steps = steps.valid();
 
   float o[kDN][4], s[1][16][4];
   unsigned pf[8][4];
@@ -292,10 +348,10 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     sm.update(s, alpha);
   };
 
-  mbar_wait(L::q_full(base), 0);
+  mbar_wait(L::q_full(base), nth & 1);
   if (cw == 1) pass_turn();  // consumer 0 issues first
-  if (steps.valid()) {
-    RingSlot slot;
+  RingSlot prev = slot;
+  if (has_steps) {
     KvStep cur = steps.step;
     steps.advance();
     mbar_wait(L::full(base, slot.stage), slot.parity);
@@ -309,7 +365,6 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     float alpha[2];
     scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
     attn_sm90_pack_p<T>(pf, s[0]);
-    RingSlot prev = slot;
     int prev_tiles = cur.tiles;
     slot.advance<L::kStages>();
 
@@ -337,6 +392,9 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
       prev_tiles = cur.tiles;
       slot.advance<L::kStages>();
     }
+    // Every S of the item has landed: Q goes back to the producer, consumer 0 may stage in K.
+    mbar_arrive(L::q_empty(base));
+    if (cw == 1) named_barrier_arrive(kLastSBarrier, 256);
 
     take_turn();
     if (prev_tiles == 2)
@@ -346,15 +404,16 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     pass_turn();
     wgmma_wait<0>();
     pin_registers(o);
-    mbar_arrive(L::empty(base, prev.stage));
+    if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
   }
   if (cw == 0) take_turn();  // consume consumer 1's last pass_turn
 
-  // Epilogue: normalise, stage the warpgroup's rows in its own rows of the Q tile (no longer
-  // read by anyone), then 16-byte stores; lse from the lanes holding column 0.
+  // Epilogue: normalise, stage the warpgroup's rows (see above), then 16-byte stores; lse from
+  // the lanes holding column 0.
   float inv[2], lse[2];
   sm.finish(inv, lse);
-  unsigned char* smem_q = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(base + L::kQ));
+  const unsigned stage_base = has_steps ? L::k_tile(base, prev.stage) : base + L::kQ;
+  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
 #pragma unroll
   for (int n = 0; n < kDN; ++n)
 #pragma unroll
@@ -362,7 +421,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
       const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
       const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
                      ((c & 7) << 1);
-      *reinterpret_cast<unsigned*>(smem_q + at) =
+      *reinterpret_cast<unsigned*>(staged + at) =
           ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
     }
   named_barrier_sync(kEpilogueBarrier + cw, 128);
@@ -374,8 +433,12 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
     if (q0 + r < sh.seq_q)
       *reinterpret_cast<uint4*>(out + (q0 + r) * p.out.stride_s + chunk * 8) =
-          *reinterpret_cast<const uint4*>(smem_q + at);
+          *reinterpret_cast<const uint4*>(staged + at);
   }
+  if (has_steps)
+    mbar_arrive(L::empty(base, prev.stage));  // this thread's staged reads are done
+  else
+    mbar_arrive(L::q_empty(base));
   if ((lane & 3) == 0) {
     float* out_lse = p.lse + (static_cast<long long>(b) * sh.heads_q + h) * sh.seq_q;
     if (row0 < sh.seq_q) out_lse[row0] = lse[0];
@@ -392,14 +455,11 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
   extern __shared__ unsigned char attn_sm90_smem[];
   const unsigned base = (smem_addr(attn_sm90_smem) + 1023u) & ~1023u;
   if (p.mask.block_q != kAttnSm90BlockQ || p.mask.block_kv != kAttnBlockKV) __trap();
-  const AttnShape& sh = p.shape;
-  const int b = blockIdx.x / sh.heads_q, h = blockIdx.x % sh.heads_q;
-  const int hk = h / (sh.heads_q / sh.heads_kv);
-  const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * kAttnSm90BlockQ;
   const int wg = threadIdx.x >> 7;
 
   if (threadIdx.x == 0) {
     mbar_init(L::q_full(base), 1);
+    mbar_init(L::q_empty(base), 256);
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(L::full(base, s), 1);
       mbar_init(L::empty(base, s), 256);
@@ -407,15 +467,17 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
     mbar_init_fence();
   }
   __syncthreads();
-  KvStepCursor steps;
-  steps.begin(p.mask, b, h, qt);
   if (wg == 0) {
     setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) attn_sm90_produce<kHeadDim>(maps, steps, base, b, h, hk, q0);
+    if (threadIdx.x == 0) attn_sm90_produce<kHeadDim>(p, maps, base);
     return;
   }
   setmaxnreg_inc<232>();
-  attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, steps, base, wg - 1, b, h, q0);
+  RingSlot slot;
+  const int items = FwdWorkItem::count(p);
+  for (int n = 0, item = FwdWorkItem::of_round(0); item < items; item = FwdWorkItem::of_round(++n))
+    attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, wg - 1,
+                                               slot, n);
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif

@@ -137,6 +137,24 @@ __device__ __forceinline__ float tj_fdiv(float x, float y) {
   asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(y));
   return r;
 }
+
+// Division by a value that stays fixed over many dividends (a param, a per-row or per-head
+// buffer value): x / y as (x * s) * r, with s a power of two and r = 1 / (y * s) rounded once,
+// prepared once per row by tj_recip. Two multiplies where div.full.f32 spends a MUFU.RCP per
+// element, and within div.full's 2 ulp over the full range: for 2^-126 <= |y| <= 2^126 (and 0,
+// inf, NaN), s = 1 and r is a normal number, so x * r is x / y with two roundings (<= 1 ulp,
+// subnormal results included); a subnormal y uses s = 2^24 (x * s overflows only where x / y
+// does; then exact), a huge y s = 2^-4 (x * s loses bits only where x / y rounds to 0).
+struct TjRecip {
+  float r, s;
+};
+__device__ __forceinline__ TjRecip tj_recip(float y) {
+  const float a = fabsf(y);
+  const float s = a > 0.f && a < 1.17549435e-38f ? 16777216.f : a > 8.50705917e37f ? 0.0625f : 1.f;
+  return {__frcp_rn(y * s), s};
+}
+__device__ __forceinline__ float tj_fdiv_recip(float x, TjRecip d) { return (x * d.s) * d.r; }
+
 __device__ __forceinline__ float tj_rsqrt(float x) {
   float r;
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));

@@ -4,6 +4,7 @@
 // scale * log2(e). A masked or out-of-range element is x = -inf (probability exactly 0).
 #pragma once
 
+#include "hook_parts.cuh"
 #include "mma.cuh"
 
 namespace tjk {
@@ -15,15 +16,26 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 // Where the tile sits: whether mask_mod must run and whether positions can be out of range.
-// The hooks are called only at in-range positions, score_mod only where the mask holds.
-template <class Prog, class Args, bool kMask, bool kBounds>
-__device__ __forceinline__ float element_logit(const Args& args, float acc, float scale,
-                                               float scale_log2, int b, int h, int q, int kv,
-                                               int seq_q, int seq_kv) {
+// The hooks are called only at in-range positions, score_mod only where the mask holds; qp and
+// kp are the element's q and kv parts of them (hook_parts.cuh), computed with the same kMask.
+template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
+__device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
+                                               float acc, float scale, float scale_log2, int b,
+                                               int h, int q, int kv, int seq_q, int seq_kv) {
   if (kBounds && (q >= seq_q || kv >= seq_kv)) return neg_inf();
-  if (kMask && !Prog::mask_mod(args, b, h, q, kv)) return neg_inf();
-  if (Prog::kScoreIsIdentity) return acc * scale_log2;
-  return Prog::score_mod(args, acc * scale, b, h, q, kv) * kLog2e;
+  if constexpr (kMask)
+    if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
+  if constexpr (Prog::kScoreIsIdentity)
+    return acc * scale_log2;
+  else
+    return HookParts<Prog>::score(args, qp.score, kp.score, acc * scale, b, h, q, kv) * kLog2e;
+}
+
+// d score_mod / d score at an in-range element where the mask holds (parts computed with kGrad).
+template <class Prog, class Args, class QP, class KP>
+__device__ __forceinline__ float element_score_grad(const Args& args, const QP& qp, const KP& kp,
+                                                    float score, int b, int h, int q, int kv) {
+  return HookParts<Prog>::grad(args, qp.grad, kp.grad, score, b, h, q, kv);
 }
 
 // Sum / max over the four lanes of a quad (the lanes holding one accumulator row).

@@ -373,6 +373,13 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, stream, block_mask)};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
+  if (sm90) {
+    // Persistent: at most one CTA per SM, walking the (b, h, q tile) items longest first.
+    const int64_t items = int64_t{p.batch} * p.heads_q * block_mask.q_tiles();
+    const int64_t sms = Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+    launch_if(kernel, {static_cast<unsigned>(std::min(items, sms)), 1, 1}, stream, kernel_params);
+    return;
+  }
   launch_if(
       kernel,
       {static_cast<unsigned>(p.batch * p.heads_q), static_cast<unsigned>(block_mask.q_tiles()), 1},

@@ -10,6 +10,7 @@
 #include "compiler/Error.h"
 #include "compiler/Printer.h"
 #include "compiler/codegen/CudaOps.h"
+#include "compiler/codegen/HookSplit.h"
 
 namespace tilejit {
 
@@ -87,6 +88,13 @@ class BodyWriter {
   BodyWriter(std::string& out, const std::unordered_map<std::string, std::string>& members)
       : out_(out), members_(members) {}
 
+  // `e` is available as `spelling` (a field of a hook part).
+  void bind(const Expr& e, std::string spelling) { temps_.emplace(e.get(), std::move(spelling)); }
+  // An f32 division by `divisor` multiplies by the reciprocal `recip` (a TjRecip).
+  void bind_recip(const Expr& divisor, std::string recip) {
+    recips_.emplace(divisor.get(), std::move(recip));
+  }
+
   // Emits the statements computing `root` at `indent` and returns its operand spelling.
   std::string scope(const Expr& root, int indent) {
     if (available(root)) return operand(root);
@@ -98,7 +106,7 @@ class BodyWriter {
     while (!stack.empty()) {
       Expr e = stack.back();
       stack.pop_back();
-      size_t unconditional = e.op() == Op::Select ? 1 : e.num_args();
+      size_t unconditional = e.op() == Op::Select ? 1 : by_recip(e) ? 1 : e.num_args();
       for (size_t i = 0; i < unconditional; ++i) {
         const Expr& c = e.arg(i);
         if (!available(c) && need.insert(c.get()).second) stack.push_back(c);
@@ -122,6 +130,9 @@ class BodyWriter {
     }
   }
   bool available(const Expr& e) const { return is_leaf(e) || temps_.contains(e.get()); }
+  bool by_recip(const Expr& e) const {
+    return e.op() == Op::Div && e.type() == Type::F32 && recips_.contains(e.arg(1).get());
+  }
 
   std::string member(const Expr& e) const {
     if (e.op() != Op::Param && e.op() != Op::Load) return {};
@@ -156,6 +167,9 @@ class BodyWriter {
       line(indent, "} else {");
       arm(e.arg(2), t, indent + 2);
       line(indent, "}");
+    } else if (by_recip(e)) {
+      line(indent, fmt::format("const {} {} = tj_fdiv_recip({}, {});", type, t, operand(e.arg(0)),
+                               recips_.at(e.arg(1).get())));
     } else {
       std::vector<std::string> args;
       for (const Expr& a : e->args) args.push_back(operand(a));
@@ -178,6 +192,7 @@ class BodyWriter {
   std::string& out_;
   const std::unordered_map<std::string, std::string>& members_;
   std::unordered_map<const Node*, std::string> temps_;
+  std::unordered_map<const Node*, std::string> recips_;  // divisor -> its TjRecip
   std::vector<const Node*> defined_;
   int next_temp_ = 0;
 };
@@ -198,6 +213,68 @@ void write_hook(std::string& out, const HookSpec& spec, const Expr& body, std::s
   BodyWriter writer(out, members);
   std::string value = writer.scope(body, 4);
   out += fmt::format("    return {};\n  }}\n", value);
+}
+
+// An attention hook split into its q part, kv part and per-element rest (HookSplit.h): the
+// part structs (`<Part>Q`, `<Part>Kv`), the functions computing them (`<part>_q`, `<part>_kv`),
+// the hook reading them, and the hook of (b, h, q, kv) computing its own parts.
+struct SplitHookSpec {
+  HookSpec hook;           // as for write_hook; params end with "int b, int h, int q, int kv"
+  std::string_view part;   // "Mask"
+  std::string_view lower;  // "mask"
+  std::string_view call;   // the hook's arguments after the parts: "b, h, q, kv"
+};
+
+void write_part(std::string& out, std::string_view struct_name, std::string_view function,
+                std::string_view position, const std::vector<Expr>& values,
+                const std::vector<Expr>& recips, std::string_view file,
+                const std::unordered_map<std::string, std::string>& members) {
+  out += fmt::format("  struct {} {{\n", struct_name);
+  for (size_t i = 0; i < values.size(); ++i)
+    out += fmt::format("    {} v{};  // {}\n", cuda::type_spelling(values[i].type()), i,
+                       comment_text(values[i]));
+  for (size_t i = 0; i < recips.size(); ++i)
+    out += fmt::format("    TjRecip r{};  // 1 / ({})\n", i, comment_text(recips[i]));
+  out += "  };\n";
+  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a, int b, int h, int {}) {{\n",
+                     struct_name, function, position);
+  std::vector<std::string> fields;
+  if (!values.empty() || !recips.empty()) {
+    out += fmt::format("#line 1 \"{}\"\n", file);
+    BodyWriter writer(out, members);
+    for (const Expr& v : values) fields.push_back(writer.scope(v, 4));
+    for (const Expr& r : recips) fields.push_back(fmt::format("tj_recip({})", writer.scope(r, 4)));
+  }
+  out += fmt::format("    return {{{}}};\n  }}\n", fmt::join(fields, ", "));
+}
+
+void write_split_hook(std::string& out, const SplitHookSpec& spec, const Expr& body,
+                      std::string_view file,
+                      const std::unordered_map<std::string, std::string>& members) {
+  const HookSplit split = split_hook(body);
+  const std::string q_struct = fmt::format("{}Q", spec.part), kv_struct = fmt::format("{}Kv", spec.part);
+  out += fmt::format("  // {} = {}\n", spec.hook.comment, comment_text(body));
+  write_part(out, q_struct, fmt::format("{}_q", spec.lower), "q", split.q_values, split.q_recips,
+             file, members);
+  write_part(out, kv_struct, fmt::format("{}_kv", spec.lower), "kv", split.kv_values,
+             split.kv_recips, file, members);
+  out += fmt::format(
+      "  __device__ __forceinline__ static {} {}(const TjArgs& a, const {}& qp, const {}& kp, {}) "
+      "{{\n",
+      spec.hook.result, spec.hook.name, q_struct, kv_struct, spec.hook.params);
+  out += fmt::format("#line 1 \"{}\"\n", file);
+  BodyWriter writer(out, members);
+  for (size_t i = 0; i < split.q_values.size(); ++i) writer.bind(split.q_values[i], fmt::format("qp.v{}", i));
+  for (size_t i = 0; i < split.kv_values.size(); ++i) writer.bind(split.kv_values[i], fmt::format("kp.v{}", i));
+  for (size_t i = 0; i < split.q_recips.size(); ++i) writer.bind_recip(split.q_recips[i], fmt::format("qp.r{}", i));
+  for (size_t i = 0; i < split.kv_recips.size(); ++i) writer.bind_recip(split.kv_recips[i], fmt::format("kp.r{}", i));
+  std::string value = writer.scope(body, 4);
+  out += fmt::format("    return {};\n  }}\n", value);
+  out += fmt::format(
+      "  __device__ __forceinline__ static {} {}(const TjArgs& a, {}) {{\n"
+      "    return {}(a, {}_q(a, b, h, q), {}_kv(a, b, h, kv), {});\n  }}\n",
+      spec.hook.result, spec.hook.name, spec.hook.params, spec.hook.name, spec.lower, spec.lower,
+      spec.call);
 }
 
 std::string flag(std::string_view name, bool value) {
@@ -273,13 +350,23 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad)
   s += flag("kScoreIsIdentity", prog.score.op() == Op::Var && prog.score->name == var::score);
   s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
   s += '\n';
-  write_hook(s, {"mask", "bool", "mask_mod", index_params}, prog.mask, file, members);
+  write_split_hook(s, {{"mask", "bool", "mask_mod", index_params}, "Mask", "mask", "b, h, q, kv"},
+                   prog.mask, file, members);
   s += '\n';
-  write_hook(s, {"score", "float", "score_mod", score_params}, prog.score, file, members);
+  write_split_hook(s,
+                   {{"score", "float", "score_mod", score_params}, "Score", "score",
+                    "score, b, h, q, kv"},
+                   prog.score, file, members);
+  s += '\n';
   if (score_grad.defined()) {
-    s += '\n';
-    write_hook(s, {"d score / d score", "float", "score_grad", score_params}, score_grad, file,
-               members);
+    write_split_hook(s,
+                     {{"d score / d score", "float", "score_grad", score_params}, "Grad", "grad",
+                      "score, b, h, q, kv"},
+                     score_grad, file, members);
+  } else {  // kernels name score_grad's part types whether or not they differentiate
+    s += "  // no score_grad in this module\n";
+    write_part(s, "GradQ", "grad_q", "q", {}, {}, file, members);
+    write_part(s, "GradKv", "grad_kv", "kv", {}, {}, file, members);
   }
   s += "};\n";
   return s;

@@ -321,8 +321,11 @@ struct Launch {
     auto kernel = tjk::attention_fwd_sm90_kernel<Prog, Args, T, D>;
     constexpr int smem = tjk::AttnFwdSm90Layout<D>::kBytes;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid(p.shape.batch * p.shape.heads_q, p.mask.q_tiles);
-    kernel<<<grid, tjk::kAttnFwdSm90Threads, smem>>>(p, a, maps);
+    // Persistent CTAs, at most one per SM (attention_fwd_sm90.cuh).
+    int sms = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const long long items = (long long)p.shape.batch * p.shape.heads_q * p.mask.q_tiles;
+    kernel<<<(unsigned)(items < sms ? items : sms), tjk::kAttnFwdSm90Threads, smem>>>(p, a, maps);
     CUDA_CHECK(cudaGetLastError());
   }
 

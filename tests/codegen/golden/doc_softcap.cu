@@ -16,36 +16,83 @@ struct TjProgram {
   static constexpr bool kMaskReadsBuffers = true;
 
   // mask = doc[b, q] == doc[b, kv] && q >= kv
-  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+  struct MaskQ {
+    int v0;  // doc[b, q]
+  };
+  __device__ __forceinline__ static MaskQ mask_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
     const int t0 = tj_load(a.doc, b, q);
-    const int t1 = tj_load(a.doc, b, kv);
-    const bool t2 = t0 == t1;
-    const bool t3 = q >= kv;
-    const bool t4 = t2 && t3;
-    return t4;
+    return {t0};
+  }
+  struct MaskKv {
+    int v0;  // doc[b, kv]
+  };
+  __device__ __forceinline__ static MaskKv mask_kv(const TjArgs& a, int b, int h, int kv) {
+#line 1 "doc_softcap.tj"
+    const int t0 = tj_load(a.doc, b, kv);
+    return {t0};
+  }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, const MaskQ& qp, const MaskKv& kp, int b, int h, int q, int kv) {
+#line 1 "doc_softcap.tj"
+    const bool t0 = qp.v0 == kp.v0;
+    const bool t1 = q >= kv;
+    const bool t2 = t0 && t1;
+    return t2;
+  }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+    return mask_mod(a, mask_q(a, b, h, q), mask_kv(a, b, h, kv), b, h, q, kv);
   }
 
   // score = cap * tanh(score / cap)
-  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct ScoreQ {
+    TjRecip r0;  // 1 / (cap)
+  };
+  __device__ __forceinline__ static ScoreQ score_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
-    const float t0 = tj_fdiv(score, a.cap);
+    return {tj_recip(a.cap)};
+  }
+  struct ScoreKv {
+  };
+  __device__ __forceinline__ static ScoreKv score_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float score, int b, int h, int q, int kv) {
+#line 1 "doc_softcap.tj"
+    const float t0 = tj_fdiv_recip(score, qp.r0);
     const float t1 = tj_tanh(t0);
     const float t2 = a.cap * t1;
     return t2;
   }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_mod(a, score_q(a, b, h, q), score_kv(a, b, h, kv), score, b, h, q, kv);
+  }
 
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
-  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct GradQ {
+    TjRecip r0;  // 1 / (cap)
+  };
+  __device__ __forceinline__ static GradQ grad_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
-    const float t0 = tj_fdiv(score, a.cap);
+    return {tj_recip(a.cap)};
+  }
+  struct GradKv {
+  };
+  __device__ __forceinline__ static GradKv grad_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, const GradQ& qp, const GradKv& kp, float score, int b, int h, int q, int kv) {
+#line 1 "doc_softcap.tj"
+    const float t0 = tj_fdiv_recip(score, qp.r0);
     const float t1 = tj_tanh(t0);
     const float t2 = t1 * t1;
     const float t3 = 1.0f - t2;
     return t3;
   }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
+  }
 };
-#line 49 "tj_dense_mask_a8625f351c612232.cu"
+#line 96 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

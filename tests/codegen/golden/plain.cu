@@ -14,24 +14,63 @@ struct TjProgram {
   static constexpr bool kMaskReadsBuffers = false;
 
   // mask = true
-  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+  struct MaskQ {
+  };
+  __device__ __forceinline__ static MaskQ mask_q(const TjArgs& a, int b, int h, int q) {
+    return {};
+  }
+  struct MaskKv {
+  };
+  __device__ __forceinline__ static MaskKv mask_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, const MaskQ& qp, const MaskKv& kp, int b, int h, int q, int kv) {
 #line 1 "plain.tj"
     return true;
   }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+    return mask_mod(a, mask_q(a, b, h, q), mask_kv(a, b, h, kv), b, h, q, kv);
+  }
 
   // score = score
-  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct ScoreQ {
+  };
+  __device__ __forceinline__ static ScoreQ score_q(const TjArgs& a, int b, int h, int q) {
+    return {};
+  }
+  struct ScoreKv {
+  };
+  __device__ __forceinline__ static ScoreKv score_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float score, int b, int h, int q, int kv) {
 #line 1 "plain.tj"
     return score;
   }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_mod(a, score_q(a, b, h, q), score_kv(a, b, h, kv), score, b, h, q, kv);
+  }
 
   // d score / d score = 1.0
-  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct GradQ {
+  };
+  __device__ __forceinline__ static GradQ grad_q(const TjArgs& a, int b, int h, int q) {
+    return {};
+  }
+  struct GradKv {
+  };
+  __device__ __forceinline__ static GradKv grad_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, const GradQ& qp, const GradKv& kp, float score, int b, int h, int q, int kv) {
 #line 1 "plain.tj"
     return 1.0f;
   }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
+  }
 };
-#line 35 "tj_dense_mask_a62343c0560999d4.cu"
+#line 74 "tj_dense_mask_a62343c0560999d4.cu"
 
 extern "C" __global__ void tj_dense_mask_a62343c0560999d4(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

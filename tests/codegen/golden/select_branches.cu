@@ -18,55 +18,103 @@ struct TjProgram {
   static constexpr bool kMaskReadsBuffers = true;
 
   // mask = select(q < n, doc[b, q] == doc[b, kv], kv - q <= 0 && kv - q > -1024)
-  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+  struct MaskQ {
+    bool v0;  // q < n
+    int v1;  // doc[b, q]
+  };
+  __device__ __forceinline__ static MaskQ mask_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "select_branches.tj"
     const bool t0 = q < a.n;
-    bool t1;
-    if (t0) {
-      const int t2 = tj_load(a.doc, b, q);
-      const int t3 = tj_load(a.doc, b, kv);
-      const bool t4 = t2 == t3;
-      t1 = t4;
+    const int t1 = tj_load(a.doc, b, q);
+    return {t0, t1};
+  }
+  struct MaskKv {
+    int v0;  // doc[b, kv]
+  };
+  __device__ __forceinline__ static MaskKv mask_kv(const TjArgs& a, int b, int h, int kv) {
+#line 1 "select_branches.tj"
+    const int t0 = tj_load(a.doc, b, kv);
+    return {t0};
+  }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, const MaskQ& qp, const MaskKv& kp, int b, int h, int q, int kv) {
+#line 1 "select_branches.tj"
+    bool t0;
+    if (qp.v0) {
+      const bool t1 = qp.v1 == kp.v0;
+      t0 = t1;
     } else {
-      const int t5 = tj_sub(kv, q);
-      const bool t6 = t5 <= 0;
-      const bool t7 = t5 > (-1024);
-      const bool t8 = t6 && t7;
-      t1 = t8;
+      const int t2 = tj_sub(kv, q);
+      const bool t3 = t2 <= 0;
+      const bool t4 = t2 > (-1024);
+      const bool t5 = t3 && t4;
+      t0 = t5;
     }
-    return t1;
+    return t0;
+  }
+  __device__ __forceinline__ static bool mask_mod(const TjArgs& a, int b, int h, int q, int kv) {
+    return mask_mod(a, mask_q(a, b, h, q), mask_kv(a, b, h, kv), b, h, q, kv);
   }
 
   // score = score + select(kv % 7 == 3, bias[h, kv] + f32(kv - q) * -0.5, gate[kv] * (f32(kv - q) * -0.5)) - f32(kv - q) * -0.5
-  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct ScoreQ {
+  };
+  __device__ __forceinline__ static ScoreQ score_q(const TjArgs& a, int b, int h, int q) {
+    return {};
+  }
+  struct ScoreKv {
+    bool v0;  // kv % 7 == 3
+    float v1;  // bias[h, kv]
+    float v2;  // gate[kv]
+  };
+  __device__ __forceinline__ static ScoreKv score_kv(const TjArgs& a, int b, int h, int kv) {
 #line 1 "select_branches.tj"
     const int t0 = tj_mod(kv, 7);
     const bool t1 = t0 == 3;
-    const int t2 = tj_sub(kv, q);
-    const float t3 = static_cast<float>(t2);
-    const float t4 = t3 * (-0.5f);
-    float t5;
-    if (t1) {
-      const float t6 = tj_load(a.bias, h, kv);
-      const float t7 = t6 + t4;
-      t5 = t7;
+    const float t2 = tj_load(a.bias, h, kv);
+    const float t3 = tj_load(a.gate, kv);
+    return {t1, t2, t3};
+  }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float score, int b, int h, int q, int kv) {
+#line 1 "select_branches.tj"
+    const int t0 = tj_sub(kv, q);
+    const float t1 = static_cast<float>(t0);
+    const float t2 = t1 * (-0.5f);
+    float t3;
+    if (kp.v0) {
+      const float t4 = kp.v1 + t2;
+      t3 = t4;
     } else {
-      const float t8 = tj_load(a.gate, kv);
-      const float t9 = t8 * t4;
-      t5 = t9;
+      const float t5 = kp.v2 * t2;
+      t3 = t5;
     }
-    const float t10 = score + t5;
-    const float t11 = t10 - t4;
-    return t11;
+    const float t6 = score + t3;
+    const float t7 = t6 - t2;
+    return t7;
+  }
+  __device__ __forceinline__ static float score_mod(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_mod(a, score_q(a, b, h, q), score_kv(a, b, h, kv), score, b, h, q, kv);
   }
 
   // d score / d score = 1.0
-  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+  struct GradQ {
+  };
+  __device__ __forceinline__ static GradQ grad_q(const TjArgs& a, int b, int h, int q) {
+    return {};
+  }
+  struct GradKv {
+  };
+  __device__ __forceinline__ static GradKv grad_kv(const TjArgs& a, int b, int h, int kv) {
+    return {};
+  }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, const GradQ& qp, const GradKv& kp, float score, int b, int h, int q, int kv) {
 #line 1 "select_branches.tj"
     return 1.0f;
   }
+  __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
+    return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
+  }
 };
-#line 70 "tj_dense_mask_91534322ff19c60c.cu"
+#line 118 "tj_dense_mask_91534322ff19c60c.cu"
 
 extern "C" __global__ void tj_dense_mask_91534322ff19c60c(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

@@ -1,0 +1,158 @@
+// The q and kv parts of an attention program's hooks.
+//
+// The compiler splits each generated hook (mask_mod, score_mod, score_grad) into the values that
+// depend on (b, h, q) only -- its q part --, those that depend on (b, h, kv) only -- its kv
+// part -- and the rest, which reads the parts (compiler/codegen/HookSplit.h). A kernel computes
+// the q part once per query position and the kv part once per key position of a tile instead of
+// once per element: a document mask reads doc[b, q] twice and doc[b, kv] 2 * kN times per m16 x
+// (8 kN) fragment instead of 8 kN times each, a per-head slope or the reciprocal of a soft-cap
+// divisor is prepared per row.
+//
+// Parts are computed for every row and column a thread holds, in range or not, masked or not:
+// the IR's operations are total and tj_load reads only elements inside the bound shape, so this
+// touches no other memory than the per-element hooks could; a part's value enters the result
+// only where its hook runs (in range, mask true for score_mod and score_grad).
+//
+// Programs whose hooks are written by hand (the standalone harnesses) declare no parts: they get
+// empty ones, and their per-element hooks are called.
+#pragma once
+
+namespace tjk {
+
+struct NoHookPart {};
+
+template <class...>
+struct HookPartsVoid {
+  using type = void;
+};
+template <bool kFirst, class A, class B>
+struct HookPartPick {
+  using type = A;
+};
+template <class A, class B>
+struct HookPartPick<false, A, B> {
+  using type = B;
+};
+
+// Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
+template <class Prog, class = void>
+struct HookParts {
+  using MaskQ = NoHookPart;
+  using MaskKv = NoHookPart;
+  using ScoreQ = NoHookPart;
+  using ScoreKv = NoHookPart;
+  using GradQ = NoHookPart;
+  using GradKv = NoHookPart;
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart mask_q(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart mask_kv(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart score_q(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart score_kv(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart grad_q(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static NoHookPart grad_kv(const Args&, int, int, int) { return {}; }
+  template <class Args>
+  __device__ __forceinline__ static bool mask(const Args& a, NoHookPart, NoHookPart, int b, int h,
+                                              int q, int kv) {
+    return Prog::mask_mod(a, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float score(const Args& a, NoHookPart, NoHookPart, float s,
+                                                int b, int h, int q, int kv) {
+    return Prog::score_mod(a, s, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float grad(const Args& a, NoHookPart, NoHookPart, float s,
+                                               int b, int h, int q, int kv) {
+    return Prog::score_grad(a, s, b, h, q, kv);
+  }
+};
+
+// Generated hooks: Prog::MaskQ, Prog::mask_q(args, b, h, q), Prog::mask_mod(args, q part,
+// kv part, b, h, q, kv), and the same for score_mod (Score*) and score_grad (Grad*).
+template <class Prog>
+struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
+  using MaskQ = typename Prog::MaskQ;
+  using MaskKv = typename Prog::MaskKv;
+  using ScoreQ = typename Prog::ScoreQ;
+  using ScoreKv = typename Prog::ScoreKv;
+  using GradQ = typename Prog::GradQ;
+  using GradKv = typename Prog::GradKv;
+  template <class Args>
+  __device__ __forceinline__ static MaskQ mask_q(const Args& a, int b, int h, int q) {
+    return Prog::mask_q(a, b, h, q);
+  }
+  template <class Args>
+  __device__ __forceinline__ static MaskKv mask_kv(const Args& a, int b, int h, int kv) {
+    return Prog::mask_kv(a, b, h, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static ScoreQ score_q(const Args& a, int b, int h, int q) {
+    return Prog::score_q(a, b, h, q);
+  }
+  template <class Args>
+  __device__ __forceinline__ static ScoreKv score_kv(const Args& a, int b, int h, int kv) {
+    return Prog::score_kv(a, b, h, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static GradQ grad_q(const Args& a, int b, int h, int q) {
+    return Prog::grad_q(a, b, h, q);
+  }
+  template <class Args>
+  __device__ __forceinline__ static GradKv grad_kv(const Args& a, int b, int h, int kv) {
+    return Prog::grad_kv(a, b, h, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static bool mask(const Args& a, const MaskQ& qp, const MaskKv& kp,
+                                              int b, int h, int q, int kv) {
+    return Prog::mask_mod(a, qp, kp, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float score(const Args& a, const ScoreQ& qp,
+                                                const ScoreKv& kp, float s, int b, int h, int q,
+                                                int kv) {
+    return Prog::score_mod(a, qp, kp, s, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float grad(const Args& a, const GradQ& qp, const GradKv& kp,
+                                               float s, int b, int h, int q, int kv) {
+    return Prog::score_grad(a, qp, kp, s, b, h, q, kv);
+  }
+};
+
+// The parts one element pass needs at one position (a q when kIsKv is false, a kv otherwise):
+// the mask's when kMask, score_mod's unless it is the identity, score_grad's when kGrad too.
+// Parts a pass does not need are neither computed nor read.
+template <class Prog, bool kMask, bool kGrad, bool kIsKv>
+struct PositionParts {
+  using H = HookParts<Prog>;
+  static constexpr bool kScore = !Prog::kScoreIsIdentity;
+  static constexpr bool kGradient = kGrad && !Prog::kScoreIsIdentity;
+  typename HookPartPick<kIsKv, typename H::MaskKv, typename H::MaskQ>::type mask;
+  typename HookPartPick<kIsKv, typename H::ScoreKv, typename H::ScoreQ>::type score;
+  typename HookPartPick<kIsKv, typename H::GradKv, typename H::GradQ>::type grad;
+
+  template <class Args>
+  __device__ __forceinline__ void compute(const Args& a, int b, int h, int pos) {
+    if constexpr (kIsKv) {
+      if constexpr (kMask) mask = H::mask_kv(a, b, h, pos);
+      if constexpr (kScore) score = H::score_kv(a, b, h, pos);
+      if constexpr (kGradient) grad = H::grad_kv(a, b, h, pos);
+    } else {
+      if constexpr (kMask) mask = H::mask_q(a, b, h, pos);
+      if constexpr (kScore) score = H::score_q(a, b, h, pos);
+      if constexpr (kGradient) grad = H::grad_q(a, b, h, pos);
+    }
+  }
+};
+
+template <class Prog, bool kMask, bool kGrad>
+using QParts = PositionParts<Prog, kMask, kGrad, false>;
+template <class Prog, bool kMask, bool kGrad>
+using KvParts = PositionParts<Prog, kMask, kGrad, true>;
+
+}  // namespace tjk
