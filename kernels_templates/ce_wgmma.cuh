@@ -3,24 +3,35 @@
 // of ldmatrix + mma.sync. ce_gemm_loop picks the loop from the CTA type, so a kernel body is
 // written once against the accumulator interface of ce_mma.cuh (kMI, kNI, row, col, col_warp).
 //
-// Why the shared tiles need no change: a K-major tile row holds 64 16-bit elements (128 bytes)
-// with 16-byte chunk c at chunk c ^ (row % 8), rows 128 bytes apart. From a 1024-byte aligned
-// base that is the 128-byte-swizzle K-major layout of wgmma (wgmma.cuh: 8-row x 128-byte groups
-// of 1024 bytes, the swizzle XORing address bits [4, 7) with [7, 10)): a descriptor with stride
-// byte offset 1024 (one 8-row group to the next), the leading offset unused, reads an m64 (or
-// n128) x k16 slice starting 32 * (k / 16) bytes into the rows. The producer keeps cp.async
-// because the vocabulary order gathers weight rows, which a tensor map cannot express.
+// Why the shared tiles need no change (wgmma.cuh for the descriptor layouts; 16-bit elements,
+// every tile and 64-element panel starting on a 1024-byte boundary):
+//   K-major tile (load_kmajor): tile row r holds 64 k (128 bytes) with 16-byte chunk c at chunk
+//   c ^ (r % 8), rows 128 bytes apart. That is the 128-byte-swizzle K-major layout (8-row x
+//   128-byte groups of 1024 bytes, the swizzle XORing address bits [4, 7) with [7, 10)): a
+//   descriptor with stride byte offset 1024 (one 8-row group to the next), the leading offset
+//   unused, reads an m64 (or n128) x k16 slice starting at its first row, 32 * (k / 16) bytes
+//   into the rows; imm-trans 0.
+//   MN-major tile (load_mnmajor): panel j (m or n 64j .. 64j + 63) is [64 k rows][64], 8192
+//   bytes; k row r at 128 r within it, its 16-byte chunk c (m or n 64j + 8c ..) at chunk
+//   c ^ (r % 8). That is the 128-byte-swizzle MN-major layout: 64 contiguous m / n per 128-byte
+//   row, the next 64 m / n a leading byte offset of 8192 further (one panel to the next), k rows
+//   128 bytes apart and 8-row groups a stride byte offset of 1024 apart; an m64 (or n128, two
+//   panels) x k16 slice starts at its first panel, 2048 * (k / 16) bytes (16 k rows) into it;
+//   imm-trans 1 (which wgmma takes for .bf16 / .f16).
+// The producer keeps cp.async because the vocabulary order gathers weight rows, which a tensor
+// map cannot express.
 //
 // CeWgCta: two warpgroups (256 threads), both producers and consumers. Warpgroup g owns tile
-// rows [g M/2, (g+1) M/2) as M/128 m64 fragments, each a m64nNk16 product over every column:
+// rows [g M/2, (g+1) M/2) as M/128 m64 fragments, each a m64nNk16 product over every column
+// (issued as N / 128 products of n128 on column groups [16 j, 16 j + 16) of the fragment):
 // thread (warp w of its warpgroup, lane 4q + t) holds rows g M/2 + 64 mi + 16 w + q + 8 h and
 // columns 8 ni + 2 t + {0, 1} (PTX ISA 9.7.15.5.1.1.1, the mma.m16n8 C fragment repeated over
 // N / 8 column groups) -- the interface of ce_mma.cuh with every column in one warp (kWarpsN 1).
 //
 // Pipeline, per K step s (kStages stages, loads kStages - 1 steps ahead, as in gemm_loop):
 //   wait for this thread's copies of step s, fence them into the async proxy, barrier (every
-//   thread's copies of s visible); issue the 4 k16 x kMI products of s as one commit group;
-//   wgmma.wait_group 1 (this warpgroup's products of step s - 1 are done); barrier (both
+//   thread's copies of s visible); issue the 4 k16 x kMI x N / 128 products of s as one commit
+//   group; wgmma.wait_group 1 (this warpgroup's products of step s - 1 are done); barrier (both
 //   warpgroups' are); refill step s - 1's stage with step s + kStages - 1.
 // So the tensor cores always hold the products of one step while the next is made ready, and the
 // copies of the next stages overlap them. After the last step of an output tile the loop waits
@@ -29,8 +40,9 @@
 // them (scale-d 0).
 //
 // Needs: smem 1024-byte aligned (checked: a trap otherwise; the kernels using this loop declare
-// no static shared memory, so the dynamic block starts the CTA's window); compiled for sm_90a
-// only (the kernels select CeWgCta under __CUDA_ARCH_FEAT_SM90_ALL).
+// their dynamic block __align__(1024), and ptxas pads any static shared memory before it to that
+// alignment: `ptxas -v` reports the static size rounded up to 1024); compiled for sm_90a only
+// (the kernels select CeWgCta under __CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
 
 #include "ce_mma.cuh"
@@ -40,7 +52,7 @@ namespace tilejit_ce {
 
 template <int M, int N, int Stages>
 struct CeWgCta {
-  static_assert(M % 128 == 0 && N == 128, "two warpgroups of m64 fragments, n128 products");
+  static_assert(M % 128 == 0 && N % 128 == 0, "two warpgroups of m64 fragments, n128 products");
   static constexpr bool kWgmma = true;
   static constexpr int kM = M, kN = N, kK = 64, kStages = Stages;
   static constexpr int kThreads = 256, kWgRows = M / 2;
@@ -60,10 +72,31 @@ struct CeWgCta {
   __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
 };
 
-// Descriptor of a K-major 128-byte-swizzled slice at shared address `addr`: rows 128 bytes
-// apart, 8-row groups 1024 bytes apart (the leading offset is unused for this layout).
-__device__ __forceinline__ unsigned long long kmajor_descriptor(u32 addr) {
-  return tjk::smem_descriptor_sw128(addr, 16, 1024);
+// Byte offsets of the shared tiles' layout (ce_mma.cuh): a row of 64 16-bit elements, a group of 8
+// rows (one swizzle pattern), an MN-major panel of 64 k rows.
+constexpr u32 kRowBytes = 128, kGroupBytes = 8 * kRowBytes, kPanelBytes = 64 * kRowBytes;
+
+// Bytes that `count` m / n indices (a multiple of 64) span in a K-major tile (rows) or an MN-major
+// one (panels).
+template <bool kKMajor>
+__device__ constexpr u32 span_bytes(int count) {
+  return kKMajor ? count * kRowBytes : count / 64 * kPanelBytes;
+}
+
+// Descriptor of the k16 slice kk of the operand block (m64 or n128) starting at shared address
+// `block` (its first row of a K-major tile, its first panel of an MN-major one).
+template <bool kKMajor>
+__device__ __forceinline__ unsigned long long operand_descriptor(u32 block, int kk) {
+  if (kKMajor)  // leading offset unused (16 encodes 1)
+    return tjk::smem_descriptor_sw128(block + kk * 32, 16, kGroupBytes);
+  return tjk::smem_descriptor_sw128(block + kk * 16 * kRowBytes, kPanelBytes, kGroupBytes);
+}
+
+// Column groups [first, first + kGroups) of a fragment accumulator, as the accumulator of one
+// product over 8 kGroups columns (the same registers).
+template <int kGroups, int kN>
+__device__ __forceinline__ float (&column_groups(float (&acc)[kN][4], int first))[kGroups][4] {
+  return *reinterpret_cast<float(*)[kGroups][4]>(&acc[first]);
 }
 
 template <bool kF16>
@@ -77,19 +110,25 @@ struct CeWgElem<true> {
 
 // The products of one K step of 64 on the stage at a_tile / b_tile (shared addresses), issued by
 // this thread's warpgroup: acc[mi] = (accumulate ? acc[mi] : 0) + A[rows of fragment mi][64] .
-// B[N][64]^T.
-template <class Cta, bool kF16>
+// B[64][N], each operand K-major or MN-major (imm-trans 1) as its tile was loaded.
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor>
 __device__ __forceinline__ void wgmma_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
                                            bool accumulate) {
   typedef typename CeWgElem<kF16>::type T;
-  const u32 a_rows = a_tile + (threadIdx.x >> 7) * Cta::kWgRows * 128;
+  const u32 wg = threadIdx.x >> 7;
+  const u32 a_rows =
+      a_tile + (kAKMajor ? wg * Cta::kWgRows * kRowBytes : wg * (Cta::kWgRows / 64) * kPanelBytes);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int mi = 0; mi < Cta::kMI; ++mi)
-      tjk::Wgmma<Cta::kN>::template ss<T>(
-          acc[mi], kmajor_descriptor(a_rows + mi * 64 * 128 + kk * 32),
-          kmajor_descriptor(b_tile + kk * 32), kk > 0 || accumulate);
+#pragma unroll
+      for (int nj = 0; nj < Cta::kN / 128; ++nj)
+        tjk::Wgmma<128>::template ss<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(
+            column_groups<16>(acc[mi], nj * 16),
+            operand_descriptor<kAKMajor>(a_rows + mi * span_bytes<kAKMajor>(64), kk),
+            operand_descriptor<kBKMajor>(b_tile + nj * span_bytes<kBKMajor>(128), kk),
+            kk > 0 || accumulate);
 }
 
 // Pins the accumulators at this point among the volatile asm (wgmma.cuh pin_registers): after a
@@ -102,13 +141,13 @@ __device__ __forceinline__ void pin_acc(Acc& acc) {
   for (int mi = 0; mi < kMI; ++mi) tjk::pin_registers(acc[mi]);
 }
 
-// gemm_loop's contract (ce_mma.cuh) on Hopper, both operands K-major: load(a_tile, b_tile, step)
-// issues the cp.async copies of one step; after every `steps_per_tile` steps tile_done(tile
-// index, acc) consumes the accumulators (reading them only), which then restart at zero. One
-// difference: after the last tile_done the accumulators keep that tile's values (gemm_loop
-// zeroes them); callers with several tiles read them only in tile_done. `smem` holds
-// Cta::kSmemBytes, 1024-byte aligned.
-template <class Cta, bool kF16, class Load, class TileDone>
+// gemm_loop's contract (ce_mma.cuh) on Hopper, each operand K-major or MN-major as there:
+// load(a_tile, b_tile, step) issues the cp.async copies of one step; after every `steps_per_tile`
+// steps tile_done(tile index, acc) consumes the accumulators (reading them only), which then
+// restart at zero. One difference: after the last tile_done the accumulators keep that tile's
+// values (gemm_loop zeroes them); callers with several tiles read them only in tile_done. `smem`
+// holds Cta::kSmemBytes, 1024-byte aligned.
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
 __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_per_tile, Load load,
                                                TileDone tile_done, typename Cta::Acc& acc) {
   constexpr int S = Cta::kStages;
@@ -126,7 +165,8 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
     // An output tile's first step overwrites the accumulators (scale-d 0) rather than having
     // them zeroed: no other instruction writes them while products may be in flight, which
     // would make ptxas serialise the products.
-    wgmma_step<Cta, kF16>(acc, cur, cur + Cta::kAElems * 2, step % steps_per_tile != 0);
+    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2,
+                                              step % steps_per_tile != 0);
     tjk::wgmma_commit();
     tjk::wgmma_wait<1>();  // this warpgroup is done with step - 1's stage
     pin_acc(acc);
@@ -154,8 +194,8 @@ template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class 
 __device__ __forceinline__ void ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
                                              TileDone tile_done, typename Cta::Acc& acc) {
   if constexpr (Cta::kWgmma) {
-    static_assert(kAKMajor && kBKMajor, "the Hopper loop takes K-major operands");
-    gemm_loop_sm90<Cta, kF16>(smem, steps, steps_per_tile, load, tile_done, acc);
+    gemm_loop_sm90<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done,
+                                                  acc);
   } else {
     gemm_loop<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done, acc);
   }

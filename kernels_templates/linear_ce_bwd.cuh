@@ -35,9 +35,11 @@
 //   linear_ce_dbias    column sums of G, plus target corrections.
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics.
-// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta;
-// chunk_tiles <= 1024. Outputs are fp32; dE rows of ignored rows are zeroed by
-// linear_ce_row_grad, every dC row and dbias entry is written by this pass.
+// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta,
+// whichever tile loop runs (the Hopper one, ce_wgmma.cuh, where the module asks for it with
+// kSm90Loop and is compiled for sm_90a); chunk_tiles <= 1024. Outputs are fp32; dE rows of
+// ignored rows are zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this
+// pass.
 #pragma once
 
 #include "ce_wgmma.cuh"
@@ -296,16 +298,49 @@ __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, in
 
 // ---- products ------------------------------------------------------------------------------
 
+// The products' Hopper CTA: CeProductCta's shape (128 x 256 output tiles, K steps of 64), threads
+// and shared memory, as two warpgroups of 64 x 256 (ce_wgmma.cuh: per K step and warpgroup 8
+// wgmma m64n128k16, two per k16 slice); used where the module asks for it (kSm90Loop) and is
+// compiled for sm_90a. The operands are the portable loop's tiles, read in place:
+//   dE = G . C:    A = G[128 rows][64 ids], K-major (load_kmajor); B = C[64 ids][256 dims],
+//                  N-major (load_mnmajor, imm-trans-b).
+//   dC = G^T . E:  A = G^T, stored as G[64 rows][128 ids], M-major (load_mnmajor, imm-trans-a);
+//                  B = E[64 rows][256 dims], N-major (load_mnmajor, imm-trans-b).
+// Thread (warpgroup g, warp w, lane 4q + t) holds output rows 64 g + 16 w + q + 8 h and columns
+// 8 ni + 2 t (+ 1), ni < 32 (CeWgCta::row / col), which the epilogues read through acc_row /
+// acc_col as they do the portable CTA's. Each output element is one thread's fp32 accumulator
+// over the visited K steps in list order (within a k16 slice, the tensor core's fixed order):
+// bit-identical run to run, no atomics; it differs from the portable loop's only by rounding.
+// ptxas (CUDA 13.0, sm_90a, NVRTC products module, bf16 and f16): dhidden 163 registers, dweight
+// 182, no spills, no stack, no serialisation warning (the portable loop in the nvcc harness:
+// 214 and 228).
+typedef CeWgCta<CeProductCta::kM, CeProductCta::kN, CeProductCta::kStages> CeProductWgCta;
+static_assert(CeProductWgCta::kThreads == CeProductCta::kThreads &&
+                  CeProductWgCta::kSmemBytes == CeProductCta::kSmemBytes,
+              "both product loops launch alike");
+template <bool kSm90Loop>
+struct CeProductCtaOf {
+  typedef CeProductCta type;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeProductCtaOf<true> {
+  typedef CeProductWgCta type;
+};
+#endif
+
 // Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
-// CeProductCta::kThreads threads (launch bounds: one CTA per SM), as for dweight.
-template <bool kF16>
+// CeProductCta::kThreads threads (launch bounds: one CTA per SM), as for dweight, whichever loop
+// runs.
+template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
-  extern __shared__ __align__(128) u16 smem[];
+  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int rt = blockIdx.x, d0 = blockIdx.y * CeProductCta::kN;
+  const int rt = blockIdx.x, d0 = blockIdx.y * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
   if (threadIdx.x == 0) {  // the chunk's part of the ascending list
     int n = p.row_count[rt], lo = 0, hi = n;
@@ -338,23 +373,24 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    load_kmajor<kTileRows, CeProductCta::kThreads>(
+    load_kmajor<kTileRows, Cta::kThreads>(
         a_tile, CeOperand{p.grad + rt * kTileRows * p.grad_stride +
                               (tile - p.chunk_first) * kTileIds + half * 64,
                           p.grad_stride, kTileRows, 64});
-    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(b_tile,
-                                                           weight_rows(S, pos0, d0, R.dim - d0));
+    load_mnmajor<Cta::kN, Cta::kThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0));
   };
-  CeProductCta::Acc acc;
-  gemm_loop<CeProductCta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                             acc);
+  typename Cta::Acc acc;
+  ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc);
+  // The Hopper loop's products stay asynchronous only if the epilogue starts a new region (see
+  // linear_ce_grad).
+  if (Cta::kWgmma && !__syncthreads_or(1)) return;
 
   const float smooth = p.uniform;
 #pragma unroll
-  for (int mi = 0; mi < CeProductCta::kMI; ++mi)
+  for (int mi = 0; mi < Cta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int k = rt * kTileRows + acc_row<CeProductCta>(mi, h);
+      int k = rt * kTileRows + acc_row<Cta>(mi, h);
       if (k >= R.n_kept) continue;
       float* dst = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
       float gs = p.weight_colsum && p.first_chunk ? -p.row_grad[k] * smooth : 0.f;
@@ -363,8 +399,8 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
       const u16* ct = corrected ? slot_weight_row(L, p.target_slot[k]) : nullptr;
       const float tg = corrected ? p.target_grad[k] : 0.f;
 #pragma unroll
-      for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
-        int d = d0 + acc_col<CeProductCta>(ni);
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        int d = d0 + acc_col<Cta>(ni);
         if (d >= R.dim) continue;
         float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
         if (gs != 0.f) {
@@ -388,12 +424,13 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
 
 // Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
 // corrections).
-template <bool kF16>
+template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
-  extern __shared__ __align__(128) u16 smem[];
+  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int ct = blockIdx.x, tile = p.chunk_first + ct, d0 = blockIdx.y * CeProductCta::kN;
+  const int ct = blockIdx.x, tile = p.chunk_first + ct, d0 = blockIdx.y * Cta::kN;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
@@ -401,28 +438,28 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
-    load_mnmajor<kTileIds, CeProductCta::kThreads>(
+    load_mnmajor<kTileIds, Cta::kThreads>(
         a_tile,
         CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds});
-    load_mnmajor<CeProductCta::kN, CeProductCta::kThreads>(
+    load_mnmajor<Cta::kN, Cta::kThreads>(
         b_tile, CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
                           R.dim - d0});
   };
-  CeProductCta::Acc acc;
-  gemm_loop<CeProductCta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                              acc);
+  typename Cta::Acc acc;
+  ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc);
+  if (Cta::kWgmma && !__syncthreads_or(1)) return;  // a new region: as in linear_ce_dhidden
 
   const float smooth = p.weight_colsum ? -p.uniform : 0.f;
 #pragma unroll
-  for (int mi = 0; mi < CeProductCta::kMI; ++mi)
+  for (int mi = 0; mi < Cta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int pos = lbase + acc_row<CeProductCta>(mi, h);
+      int pos = lbase + acc_row<Cta>(mi, h);
       if (pos >= S.size) continue;
       float* dst = S.d_weight + (long long)seg_row(S, pos) * S.d_weight_stride;
 #pragma unroll
-      for (int ni = 0; ni < CeProductCta::kNI; ++ni) {
-        int d = d0 + acc_col<CeProductCta>(ni);
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        int d = d0 + acc_col<Cta>(ni);
         if (d >= R.dim) continue;
         float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
         if (smooth != 0.f) {
@@ -471,15 +508,15 @@ __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,
                                              const __grid_constant__ CeBwdParams p) {
   linear_ce_target_grad<Prog, Args>(args, p);
 }
-template <bool kF16>
+template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCta::kThreads, 1)
     linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p) {
-  linear_ce_dhidden<kF16>(p);
+  linear_ce_dhidden<kF16, kSm90Loop>(p);
 }
-template <bool kF16>
+template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCta::kThreads, 1)
     linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p) {
-  linear_ce_dweight<kF16>(p);
+  linear_ce_dweight<kF16, kSm90Loop>(p);
 }
 template <bool kF16>
 __global__ void linear_ce_dbias_kernel(const __grid_constant__ CeBwdParams p) {

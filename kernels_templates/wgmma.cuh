@@ -93,7 +93,7 @@ __device__ __forceinline__ void pin_registers(unsigned (&x)[kN][4]) {
 // wgmma.mma_async m64nNk16, f32 accumulate, issued by the whole warpgroup. d is the first N / 8
 // column groups of an accumulator of kN >= N / 8 groups.
 //   ss: D (+)= A * B, A [64 x 16] and B [16 x N] both K-major in shared memory (descriptors);
-//       scale_d = 0 overwrites D. Wgmma<64>::ss also takes either operand MN-major.
+//       scale_d = 0 overwrites D. ss also takes either operand MN-major (kTransA, kTransB).
 //   rs: D += A * B, A [64 x 16] in registers, B [16 x N] N-major in shared memory
 //       (imm-trans-b = 1).
 template <int N>
@@ -176,7 +176,8 @@ struct Wgmma<64> {
 
 template <>
 struct Wgmma<128> {
-  template <class T, int kN>
+  // kTransA / kTransB = 1: that operand is MN-major in shared memory (imm-trans-a / -b).
+  template <class T, int kTransA = 0, int kTransB = 0, int kN>
   __device__ static __forceinline__ void ss(float (&d)[kN][4], unsigned long long desc_a,
                                             unsigned long long desc_b, int scale_d) {
     static_assert(kN >= 16, "the accumulator holds 128 columns");
@@ -188,7 +189,7 @@ struct Wgmma<128> {
           "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
           "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
           "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-          "%64, %65, p, 1, 1, 0, 0;\n}\n"
+          "%64, %65, p, 1, 1, %67, %68;\n}\n"
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
             "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
             "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
@@ -202,7 +203,7 @@ struct Wgmma<128> {
             "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
             "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
             "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
     } else {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -211,7 +212,7 @@ struct Wgmma<128> {
           "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
           "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
           "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-          "%64, %65, p, 1, 1, 0, 0;\n}\n"
+          "%64, %65, p, 1, 1, %67, %68;\n}\n"
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
             "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
             "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
@@ -225,7 +226,7 @@ struct Wgmma<128> {
             "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
             "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
             "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-          : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+          : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
     }
   }
   template <class T, int kN>

@@ -77,13 +77,14 @@
 // over the same ids). The forward keeps the teacher's kept rows for the backward. A teacher given
 // to a program without a `kl` term is a UserError, and so is a `kl` program without one.
 //
-// Tile loop. The inner GEMM loop of the forward and of the backward's gradient tiles is the
-// Hopper one (wgmma on the same cp.async pipeline, kernels_templates/ce_wgmma.cuh) in modules
-// compiled for sm_90a, the portable one (mma.sync) for every other target: the same module
-// source selects it at compile time. TILEJIT_CE_LOOP=portable forces the portable loop on sm_90a
-// too (for comparison; =sm90 is the default). Read once per process; any other value is a
-// UserError. The choice is part of those modules' source, so cached modules of either loop
-// coexist. The backward's dE / dC products and a KL program's kernels run the portable loop.
+// Tile loop. The inner GEMM loop of the forward, of the backward's gradient tiles and of its dE /
+// dC products is the Hopper one (wgmma on the same cp.async pipeline,
+// kernels_templates/ce_wgmma.cuh) in modules compiled for sm_90a, the portable one (mma.sync) for
+// every other target: the same module source selects it at compile time. TILEJIT_CE_LOOP=portable
+// forces the portable loop on sm_90a too (for comparison; =sm90 is the default). Read once per
+// process; any other value is a UserError. The choice is part of those modules' source, so cached
+// modules of either loop coexist. A KL program's forward and gradient-tile kernels run the
+// portable loop (its products are every program's).
 //
 // Not supported on this path (UserError): more than 4 segments, a teacher layout cut elsewhere
 // than the student's.

@@ -54,9 +54,11 @@ const std::vector<CeEntry>& entries() {
       {M::Gradient, "linear_ce_target_grad_kl", "<TjProgram, TjArgs, true>", "256",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
        Serves::WithKl, "linear_ce_target_grad"},
-      {M::Products, "linear_ce_dhidden", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
+      {M::Products, "linear_ce_dhidden", "<kF16, kSm90Loop>",
+       "tilejit_ce::CeProductCta::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
-      {M::Products, "linear_ce_dweight", "<kF16>", "tilejit_ce::CeProductCta::kThreads, 1",
+      {M::Products, "linear_ce_dweight", "<kF16, kSm90Loop>",
+       "tilejit_ce::CeProductCta::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
@@ -174,6 +176,9 @@ std::string entry_name(std::string_view kernel, LossModule m, ElemType elem,
   return name;
 }
 
+// Whether `m` has a tile-loop choice (CeTileLoop): the modules with tensor-core products.
+bool has_tile_loop(LossModule m) { return m != LossModule::Rows; }
+
 int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
@@ -210,8 +215,10 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   out.module = module;
   out.variant = std::string(loss_module_name(module));
   if (loss_module_uses_elem(module)) out.variant += fmt::format(" {}", elem_suffix(elem));
-  // linear_ce_fwd and linear_ce_grad have a Hopper loop (a KL program takes other kernels).
-  const bool sm90_loop = loss_module_uses_program(module) && loop == CeTileLoop::Sm90 && !prog.kl;
+  // linear_ce_fwd, linear_ce_grad and the products have a Hopper loop (a KL program's forward and
+  // gradient modules take other kernels; the products are every program's).
+  const bool sm90_loop = has_tile_loop(module) && loop == CeTileLoop::Sm90 &&
+                         !(loss_module_uses_program(module) && prog.kl);
   if (sm90_loop) out.variant += " sm90";
 
   std::string& s = out.cuda.source;
@@ -247,7 +254,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   if (loss_module_uses_elem(module))
     s += fmt::format("constexpr bool kF16 = {};  // E and the weights are {}\n",
                      elem == ElemType::F16 ? "true" : "false", elem_suffix(elem));
-  if (loss_module_uses_program(module))
+  if (has_tile_loop(module))
     s += sm90_loop ? "constexpr bool kSm90Loop = true;  // tile loop: wgmma on sm_90a\n"
                    : "constexpr bool kSm90Loop = false;  // tile loop: mma.sync\n";
   for (auto [cta, threads, smem] : module_ctas(module))

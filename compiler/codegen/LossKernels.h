@@ -34,11 +34,12 @@ namespace tilejit {
 
 enum class LossModule : uint8_t { Forward, Gradient, Products, Rows };
 
-// The tile loop of the forward and gradient kernels (linear_ce_fwd, linear_ce_grad; not the KL
-// ones, not the products): the portable one (mma.sync, sm_80+) or the Hopper one (wgmma,
-// kernels_templates/ce_wgmma.cuh). The choice is part of the Forward and Gradient modules'
-// source, so the kernel cache keys on it; a module asking for Sm90 compiled for any target other
-// than sm_90a runs the portable loop. Both loops launch with the same shape.
+// The tile loop of the tensor-core kernels (linear_ce_fwd, linear_ce_grad, not the KL ones; the
+// products linear_ce_dhidden and linear_ce_dweight): the portable one (mma.sync, sm_80+) or the
+// Hopper one (wgmma, kernels_templates/ce_wgmma.cuh). The choice is part of the Forward,
+// Gradient and Products modules' source, so the kernel cache keys on it; a module asking for
+// Sm90 compiled for any target other than sm_90a runs the portable loop. Both loops launch with
+// the same shape.
 enum class CeTileLoop : uint8_t { Portable, Sm90 };
 
 // Every module, in the order a forward + backward pass first needs them.
@@ -57,8 +58,8 @@ struct LossKernelSource {
 
 // The module's translation unit. `prog` is the lowered program (compiler/Lower.h) and
 // `logit_grad` its derivative; `elem` is BF16 or F16 (the element type of E and the weights).
-// Modules that do not use the program or the element type ignore them; only the Forward and
-// Gradient modules use `loop`.
+// Modules that do not use the program or the element type ignore them; the Rows module and a KL
+// program's Forward and Gradient modules ignore `loop`.
 LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit_grad,
                                       LossModule module, ElemType elem,
                                       CeTileLoop loop = CeTileLoop::Portable);

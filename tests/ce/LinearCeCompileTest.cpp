@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "compiler/codegen/LossKernels.h"
 #include "dsl/TextForm.h"
 #include "runtime/LinearCe.h"
+#include "runtime/Nvrtc.h"
 #include "runtime/ProgramKernels.h"
 #include "tests/runtime/RuntimeTestSupport.h"
 
@@ -102,9 +104,10 @@ TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
   EXPECT_EQ(entries(kl, LossModule::Rows), entries(plain, LossModule::Rows));
 }
 
-// The tile loop is part of the Forward and Gradient modules' source (the kernel cache keys on
-// it); the other modules do not depend on it, nor do a KL program's.
-TEST(LinearCeCodegen, TileLoopIsPartOfTheForwardSource) {
+// The tile loop is part of the Forward, Gradient and Products modules' source (the kernel cache
+// keys on it); the Rows module does not depend on it, nor do a KL program's Forward and Gradient
+// modules. The Products module is every program's, KL or not.
+TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
   LoweredLoss l = lower(loss_of(load_program(example("gemma2_softcap"))));
   auto source = [&](LossModule m, CeTileLoop loop) {
     return generate_loss_module(l.program, l.logit_grad, m, ElemType::BF16, loop).cuda.source;
@@ -118,32 +121,46 @@ TEST(LinearCeCodegen, TileLoopIsPartOfTheForwardSource) {
   EXPECT_NE(source(LossModule::Gradient, CeTileLoop::Sm90)
                 .find("tilejit_ce::linear_ce_grad<TjProgram, TjArgs, kF16, false, kSm90Loop>("),
             std::string::npos);
-  EXPECT_NE(source(LossModule::Gradient, CeTileLoop::Portable),
-            source(LossModule::Gradient, CeTileLoop::Sm90));
-  for (LossModule m : {LossModule::Products, LossModule::Rows})
-    EXPECT_EQ(source(m, CeTileLoop::Portable), source(m, CeTileLoop::Sm90));
+  const std::string products = source(LossModule::Products, CeTileLoop::Sm90);
+  EXPECT_NE(products.find("constexpr bool kSm90Loop = true;"), std::string::npos);
+  EXPECT_NE(products.find("tilejit_ce::linear_ce_dhidden<kF16, kSm90Loop>("), std::string::npos);
+  EXPECT_NE(products.find("tilejit_ce::linear_ce_dweight<kF16, kSm90Loop>("), std::string::npos);
+  for (LossModule m : {LossModule::Gradient, LossModule::Products})
+    EXPECT_NE(source(m, CeTileLoop::Portable), source(m, CeTileLoop::Sm90)) << loss_module_name(m);
+  EXPECT_EQ(source(LossModule::Rows, CeTileLoop::Portable),
+            source(LossModule::Rows, CeTileLoop::Sm90));
   LoweredLoss kl = lower(loss_of(load_program(example("distill"))));
-  for (LossModule m : loss_modules())
-    EXPECT_EQ(generate_loss_module(kl.program, kl.logit_grad, m, ElemType::BF16).cuda.source,
-              generate_loss_module(kl.program, kl.logit_grad, m, ElemType::BF16, CeTileLoop::Sm90)
-                  .cuda.source);
+  for (LossModule m : loss_modules()) {
+    auto kl_source = [&](CeTileLoop loop) {
+      return generate_loss_module(kl.program, kl.logit_grad, m, ElemType::BF16, loop).cuda.source;
+    };
+    if (m == LossModule::Products) {
+      EXPECT_EQ(kl_source(CeTileLoop::Sm90), products);
+      EXPECT_EQ(kl_source(CeTileLoop::Portable), source(m, CeTileLoop::Portable));
+    } else {
+      EXPECT_EQ(kl_source(CeTileLoop::Portable), kl_source(CeTileLoop::Sm90))
+          << loss_module_name(m);
+    }
+  }
 }
 
-// The Hopper loop's forward and gradient modules compile for sm_90a (wgmma) and for sm_80 (where
-// the module falls back to the portable loop), with and without a logit_mod and for both element
-// types.
+// The Hopper loop's forward, gradient and product modules compile for sm_90a (wgmma) and for
+// sm_80 (where the module falls back to the portable loop), with and without a logit_mod and for
+// both element types.
 TEST(LinearCeCompile, HopperTileLoopCompilesForSm80AndSm90a) {
   test::TempDir dir;
   KernelCacheOptions options;
   options.dir = dir.path();
   KernelCache cache(options);
+  const std::vector<LossModule> looped = {LossModule::Forward, LossModule::Gradient,
+                                          LossModule::Products};
   for (const char* name : {"llama3", "gemma2_softcap"})
     for (DType dtype : {DType::BF16, DType::F16}) {
       const LossProgram prog = loss_of(load_program(example(name)));
       std::map<std::pair<LossModule, bool>, std::vector<char>> cubins;  // sm_90a, (module, sm90)
       for (CeTileLoop loop : {CeTileLoop::Portable, CeTileLoop::Sm90})
         for (LinearCeModule& m : linear_ce_modules(prog, dtype, loop)) {
-          if (!loss_module_uses_program(m.source.module)) continue;
+          if (std::find(looped.begin(), looped.end(), m.source.module) == looped.end()) continue;
           for (const char* arch : {"sm_90a", "sm_80"}) {
             std::shared_ptr<const CompiledKernel> k;
             ASSERT_NO_THROW(k = cache.get(m.spec, arch)) << name << " " << arch;
@@ -152,9 +169,43 @@ TEST(LinearCeCompile, HopperTileLoopCompilesForSm80AndSm90a) {
               cubins[{m.source.module, loop == CeTileLoop::Sm90}] = k->cubin;
           }
         }
-      for (LossModule m : {LossModule::Forward, LossModule::Gradient})
+      for (LossModule m : looped)
         EXPECT_NE(cubins[std::make_pair(m, false)], cubins[std::make_pair(m, true)])
             << name << " " << loss_module_name(m) << ": the loop choice changed no code on sm_90a";
+    }
+}
+
+// ptxas's own account of the sm_90a products module, both element types: the wgmma products stay
+// asynchronous (no "serialized" performance warning: a branch inside a commit group, or ordinary
+// code writing an accumulator while products may be in flight, would cause one), and no entry
+// point spills or keeps a stack frame (the accumulators, two n128 halves per fragment, stay in
+// registers).
+TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
+  const LossProgram prog = loss_of(load_program(example("llama3")));
+  const std::regex frame(
+      "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90)) {
+      if (m.source.module != LossModule::Products) continue;
+      std::vector<std::string> options = m.spec.options;
+      options.push_back("--ptxas-options=-v");
+      CompileResult r = nvrtc_compile({.program_name = m.source.cuda.file_name,
+                                       .source = m.spec.source,
+                                       .headers = m.spec.headers,
+                                       .options = options,
+                                       .arch = "sm_90a"});
+      const std::string what = fmt::format("[{}]:\n{}", m.source.variant, r.log);
+      std::printf("%s\n", what.c_str());  // registers per entry point, for the record
+      EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
+      EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
+      int entries = 0;
+      for (auto f = std::sregex_iterator(r.log.begin(), r.log.end(), frame);
+           f != std::sregex_iterator(); ++f, ++entries)
+        EXPECT_TRUE((*f)[1] == "0" && (*f)[2] == "0" && (*f)[3] == "0")
+            << "an entry point spills or uses local memory:\n"
+            << what;
+      EXPECT_EQ(entries, static_cast<int>(m.source.entries.size())) << what;
+      EXPECT_NE(r.log.find("tj_linear_ce_dhidden_"), std::string::npos) << what;
     }
 }
 

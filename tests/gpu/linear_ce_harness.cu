@@ -3,11 +3,10 @@
 // fp64 reference (tests/support/LinearCeReference.h) on small shapes, outputs poisoned first,
 // with the vocabulary in natural order and ordered by average logit; part 2 times the PERF.md
 // loss shapes on "zipf", "flat" and "peaked" data, filtering off, on, and on with the order, and
-// prints a table plus one JSON line per case. The forward and gradient kernels run the Hopper
-// tile loop (ce_wgmma.cuh) unless `--loop portable` (or TILEJIT_CE_LOOP=portable) asks for the
-// portable one (ce_mma.cuh), for comparison; the dE / dC products always run the portable loop.
-// Hook stand-ins below play the role of the
-// generated TjProgram / TjArgs; the host logic mirrors runtime/LinearCe.cpp.
+// prints a table plus one JSON line per case. The forward, gradient and dE / dC product kernels
+// run the Hopper tile loop (ce_wgmma.cuh) unless `--loop portable` (or TILEJIT_CE_LOOP=portable)
+// asks for the portable one (ce_mma.cuh), for comparison. Hook stand-ins below play the role of
+// the generated TjProgram / TjArgs; the host logic mirrors runtime/LinearCe.cpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,8 +58,8 @@ struct SoftcapLogit {  // cap * tanh(x / cap)
   }
 };
 
-// Which tile loop the forward and gradient kernels run (--loop, TILEJIT_CE_LOOP): the Hopper one
-// by default.
+// Which tile loop the forward, gradient and product kernels run (--loop, TILEJIT_CE_LOOP): the
+// Hopper one by default.
 bool g_sm90_loop = true;
 const char* loop_name() { return g_sm90_loop ? "sm90" : "portable"; }
 
@@ -164,8 +163,12 @@ struct Runner {
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, true>, smem,
                             CeGradCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false>, smem, CeProductCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, false>, smem,
+                            CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, false>, smem,
+                            CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem, CeProductCta::kSmemBytes));
   }
   ~Runner() {
     cudaFree(base);
@@ -350,16 +353,19 @@ struct Runner {
       p.first_chunk = ch == 0;
       const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
       const dim3 grad_grid(ws.row_tiles, p.chunk_tiles);  // both loops launch alike
-      if (g_sm90_loop)
+      const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
+      const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
+      if (g_sm90_loop) {
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-      else
+        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, threads, bytes>>>(p);
+        linear_ce_dweight_kernel<false, true><<<dweight_grid, threads, bytes>>>(p);
+      } else {
         linear_ce_grad_kernel<Prog, Args, false, false>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-      linear_ce_dhidden_kernel<false>
-          <<<dim3(ws.row_tiles, dtiles), CeProductCta::kThreads, CeProductCta::kSmemBytes>>>(p);
-      linear_ce_dweight_kernel<false>
-          <<<dim3(p.chunk_tiles, dtiles), CeProductCta::kThreads, CeProductCta::kSmemBytes>>>(p);
+        linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p);
+        linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p);
+      }
       if (has_bias())
         linear_ce_dbias_kernel<false><<<(p.chunk_tiles * kTileIds + 255) / 256, 256>>>(p);
     }
@@ -418,8 +424,9 @@ void with_program(const Options& o, Fn fn) {
 int main(int argc, char** argv) {
   // --check-only: correctness only; --only CASE: timing of one case only (for profilers);
   // --kinds zipf,flat,peaked: data kinds to time; --loop portable|sm90: the tile loop of the
-  // forward and gradient kernels (default: TILEJIT_CE_LOOP, else sm90); a plain argument (an output
-  // directory, as bench/gpu_check.sh passes) is accepted and unused: results go to stdout.
+  // forward, gradient and product kernels (default: TILEJIT_CE_LOOP, else sm90); a plain argument
+  // (an output directory, as bench/gpu_check.sh passes) is accepted and unused: results go to
+  // stdout.
   bool check_only = false;
   std::string only;
   std::vector<std::string> kinds = {"zipf", "flat", "peaked"};
