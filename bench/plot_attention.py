@@ -38,6 +38,6 @@ for col, mask in enumerate(masks):
         if row == 1:
             ax.set_xlabel("sequence length (B*S = 16k; 32k: B = 1)")
 axes[0][0].legend(fontsize=8)
-fig.suptitle("H200, bf16, D = 128, Hq = Hkv = 16 (tilejit: Hopper forward, portable backward)")
+fig.suptitle("H200, bf16, D = 128, Hq = Hkv = 16 (tilejit: Hopper forward and backward, sm_90a)")
 fig.tight_layout()
 fig.savefig(sys.argv[3], dpi=80)
