@@ -265,11 +265,17 @@ void expect_hopper_module_asynchronous_and_spill_free(const char* program, Atten
   EXPECT_NE(r.log.find("Used 168 registers"), std::string::npos) << what;
 }
 
+// The persistent forward on an index-only mask, a per-head score buffer, a mask reading buffers
+// on both positions (hook parts per row and per column) and a divided score_mod (reciprocal).
 TEST(AttentionNvrtc, HopperForwardStaysAsynchronousAndSpillFree) {
   expect_hopper_module_asynchronous_and_spill_free("causal", AttentionModule::ForwardSm90,
                                                    kVariants[0]);
   expect_hopper_module_asynchronous_and_spill_free("alibi_causal", AttentionModule::ForwardSm90,
                                                    kVariants[3]);
+  expect_hopper_module_asynchronous_and_spill_free("document_causal",
+                                                   AttentionModule::ForwardSm90, kVariants[0]);
+  expect_hopper_module_asynchronous_and_spill_free("doc_softcap", AttentionModule::ForwardSm90,
+                                                   kVariants[0]);
 }
 
 // The sm_90a backward in both modes (the deterministic module also holds the portable dQ
