@@ -222,6 +222,17 @@ bool uses_var(const Expr& e, std::string_view name) {
   return found;
 }
 
+bool is_leaf(const Expr& e) {
+  switch (e.op()) {
+    case Op::ConstBool:
+    case Op::ConstInt:
+    case Op::ConstFloat:
+    case Op::Var:
+    case Op::Param: return true;
+    default: return false;
+  }
+}
+
 bool reads_buffers(const Expr& e) {
   bool found = false;
   visit_post_order(e, [&](const Expr& n) { found |= n.op() == Op::Load; });

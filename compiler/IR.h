@@ -194,6 +194,8 @@ Expr make(Op op, std::vector<Expr> args);
 // Variables an expression reads, and whether it reads any buffer.
 bool uses_var(const Expr& e, std::string_view name);
 bool reads_buffers(const Expr& e);
+// A node without operands: a constant, a variable or a param.
+bool is_leaf(const Expr& e);
 // Number of distinct nodes in the DAG (for logging and limits).
 size_t dag_size(const Expr& e);
 // Post-order visit of the distinct nodes of a DAG (each node once, operands first).

@@ -327,13 +327,11 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(float (&s)[kN][4], f
                                                             Lse2 lse2, Delta delta) {
   // The hooks' parts (hook_parts.cuh): the two kv rows once, each q column once for both.
   KvParts<Prog, kMask, true> kp[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) kp[half].compute(args, t.b, t.h, t.row0 + half * 8);
+  compute_parts(kp, args, t.b, t.h, t.row0, 8);
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
     QParts<Prog, kMask, true> qp[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) qp[j].compute(args, t.b, t.h, t.col0 + n * 8 + j);
+    compute_parts(qp, args, t.b, t.h, t.col0 + n * 8, 1);
     float pr[4], ds[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {

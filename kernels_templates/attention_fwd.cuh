@@ -70,15 +70,11 @@ __device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& 
     using ColParts = PositionParts<Prog, kMask, false, !kTransposed>;
     RowParts rp[kM][2];
 #pragma unroll
-    for (int mi = 0; mi < kM; ++mi)
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        rp[mi][half].compute(args, b, h, row0 + mi * 16 + half * 8);
+    for (int mi = 0; mi < kM; ++mi) compute_parts(rp[mi], args, b, h, row0 + mi * 16, 8);
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       ColParts cp[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) cp[j].compute(args, b, h, col0 + n * 8 + j);
+      compute_parts(cp, args, b, h, col0 + n * 8, 1);
 #pragma unroll
       for (int mi = 0; mi < kM; ++mi)
 #pragma unroll

@@ -150,6 +150,14 @@ struct PositionParts {
   }
 };
 
+// Parts at positions first, first + stride, ... (the rows or the columns a thread holds).
+template <class Parts, int kN, class Args>
+__device__ __forceinline__ void compute_parts(Parts (&parts)[kN], const Args& args, int b, int h,
+                                              int first, int stride) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) parts[i].compute(args, b, h, first + i * stride);
+}
+
 template <class Prog, bool kMask, bool kGrad>
 using QParts = PositionParts<Prog, kMask, kGrad, false>;
 template <class Prog, bool kMask, bool kGrad>

@@ -119,17 +119,7 @@ class BodyWriter {
   }
 
  private:
-  static bool is_leaf(const Expr& e) {
-    switch (e.op()) {
-      case Op::ConstBool:
-      case Op::ConstInt:
-      case Op::ConstFloat:
-      case Op::Var:
-      case Op::Param: return true;
-      default: return false;
-    }
-  }
-  bool available(const Expr& e) const { return is_leaf(e) || temps_.contains(e.get()); }
+  bool available(const Expr& e) const { return ir::is_leaf(e) || temps_.contains(e.get()); }
   bool by_recip(const Expr& e) const {
     return e.op() == Op::Div && e.type() == Type::F32 && recips_.contains(e.arg(1).get());
   }
@@ -142,7 +132,7 @@ class BodyWriter {
   }
 
   std::string operand(const Expr& e) const {
-    if (is_leaf(e)) return cuda::render(e, {}, member(e));
+    if (ir::is_leaf(e)) return cuda::render(e, {}, member(e));
     return temps_.at(e.get());
   }
 

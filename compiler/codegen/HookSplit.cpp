@@ -12,23 +12,12 @@ enum Dep : unsigned { kQ = 1, kKv = 2, kScore = 4 };
 
 enum class Place { Q, Kv, Element };
 
-bool is_leaf(const Expr& e) {
-  switch (e.op()) {
-    case Op::ConstBool:
-    case Op::ConstInt:
-    case Op::ConstFloat:
-    case Op::Var:
-    case Op::Param: return true;
-    default: return false;
-  }
-}
-
 class Splitter {
  public:
   HookSplit run(const Expr& root) {
-    if (!is_leaf(root) && place(root) != Place::Element)
+    if (!ir::is_leaf(root) && place(root) != Place::Element)
       add(place(root) == Place::Q ? out_.q_values : out_.kv_values, root);
-    else if (!is_leaf(root))
+    else if (!ir::is_leaf(root))
       walk(root);
     return std::move(out_);
   }
@@ -71,7 +60,7 @@ class Splitter {
         add(p == Place::Q ? out_.q_recips : out_.kv_recips, a);
       } else if (p == Place::Element) {
         walk(a);
-      } else if (!is_leaf(a)) {
+      } else if (!ir::is_leaf(a)) {
         add(p == Place::Q ? out_.q_values : out_.kv_values, a);
       }
     }

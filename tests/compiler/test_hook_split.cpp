@@ -19,17 +19,6 @@
 namespace tilejit::testing {
 namespace {
 
-bool is_leaf(const Expr& e) {
-  switch (e.op()) {
-    case Op::ConstBool:
-    case Op::ConstInt:
-    case Op::ConstFloat:
-    case Op::Var:
-    case Op::Param: return true;
-    default: return false;
-  }
-}
-
 bool holds(const std::vector<Expr>& list, const Expr& e) {
   for (const Expr& x : list)
     if (x.same_as(e)) return true;
@@ -48,10 +37,10 @@ Expr constant(const Value& v) {
 // The structural properties, with a message naming the first violation ("" when none).
 std::string check_structure(const Expr& body, const HookSplit& split) {
   for (const Expr& e : split.q_values)
-    if (is_leaf(e) || ir::uses_var(e, var::kv) || ir::uses_var(e, var::score))
+    if (ir::is_leaf(e) || ir::uses_var(e, var::kv) || ir::uses_var(e, var::score))
       return "q part value " + print_expr(e);
   for (const Expr& e : split.kv_values)
-    if (is_leaf(e) || ir::uses_var(e, var::q) || ir::uses_var(e, var::score) ||
+    if (ir::is_leaf(e) || ir::uses_var(e, var::q) || ir::uses_var(e, var::score) ||
         !ir::uses_var(e, var::kv))
       return "kv part value " + print_expr(e);
   for (const Expr& e : split.q_recips)
@@ -64,7 +53,7 @@ std::string check_structure(const Expr& body, const HookSplit& split) {
     return !ir::uses_var(e, var::score) && !(q && kv);
   };
   if (in_part(body)) return "";
-  if (!is_leaf(body) && invariant(body)) return "the whole hook is invariant but not a part";
+  if (!ir::is_leaf(body) && invariant(body)) return "the whole hook is invariant but not a part";
   // The rest: every non-leaf operand it reads that is free of score and of one position must be
   // a part value (or, for an f32 divisor, a part's reciprocal).
   std::unordered_set<const Node*> seen;
@@ -75,7 +64,7 @@ std::string check_structure(const Expr& body, const HookSplit& split) {
       const Expr& a = e.arg(i);
       if (i == 1 && e.op() == Op::Div && e.type() == Type::F32 && invariant(a)) {
         if (!divides_by_part_recip(split, e)) problem = "divisor without recip " + print_expr(a);
-      } else if (in_part(a) || is_leaf(a)) {
+      } else if (in_part(a) || ir::is_leaf(a)) {
       } else if (invariant(a)) {
         problem = "invariant operand left in the rest: " + print_expr(a);
       } else {
