@@ -111,6 +111,14 @@ __device__ __forceinline__ int tj_f2i(float x) {
   return x != x ? 0 : r;
 }
 
+// i32 -> f32 for |x| <= 2^22, exactly what (float)x gives, without the conversion unit (which
+// shares the 16-per-clock pipe with ex2 and tanh): the bits of 1.5 * 2^23 plus x are the float
+// 1.5 * 2^23 + x, and the subtraction is exact. The code generator calls it only where the
+// value is proven to lie in that range (compiler/codegen/PositionRange.h).
+__device__ __forceinline__ float tj_i2f_small(int x) {
+  return __int_as_float(0x4B400000 + x) - 12582912.0f;
+}
+
 // Hardware approximations (PTX .approx). ex2/lg2/rsqrt have a relative error of about 2^-22;
 // tanh.approx about 2^-11. exp and log go through base 2.
 __device__ __forceinline__ float tj_exp2(float x) {

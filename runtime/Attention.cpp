@@ -15,6 +15,7 @@
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
 #include "compiler/Printer.h"
+#include "compiler/codegen/PositionRange.h"
 #include "runtime/AttentionChecks.h"
 #include "runtime/AttentionTma.h"
 #include "runtime/DenseMask.h"
@@ -262,6 +263,11 @@ std::string program_key(const AttentionProgram& program) { return program_hash(p
 
 }  // namespace
 
+// The largest of the batch, query-head and sequence extents (picks the kernel variant).
+int64_t largest_index(const Problem& p) {
+  return std::max({int64_t{p.batch}, int64_t{p.heads_q}, int64_t{p.seq_q}, int64_t{p.seq_kv}});
+}
+
 AttentionModule attention_forward_module(AttentionPath path, const std::string& arch) {
   if (path == AttentionPath::Auto) {
     const char* env = std::getenv("TILEJIT_ATTENTION_PATH");
@@ -301,13 +307,15 @@ AttentionModule attention_backward_module(AttentionPath path, const std::string&
   return deterministic ? AttentionModule::BackwardSm90Deterministic : AttentionModule::BackwardSm90;
 }
 
-AttentionVariant attention_variant(DType dtype, int head_dim) {
+AttentionVariant attention_variant(DType dtype, int head_dim, int64_t largest_index) {
   TILEJIT_USER_CHECK(
       (dtype == DType::BF16 || dtype == DType::F16) && (head_dim == 64 || head_dim == 128),
       "attention kernels support dtypes bf16 and f16 with head dims 64 and 128, "
       "not {} with head dim {}",
       dtype_name(dtype), head_dim);
-  return {dtype == DType::F16 ? ElemType::F16 : ElemType::BF16, head_dim};
+  // Kernels evaluate hooks (parts) up to a tile past the last position: 256 covers both paths.
+  const bool long_positions = largest_index > kPositionLimit - 256;
+  return {dtype == DType::F16 ? ElemType::F16 : ElemType::BF16, head_dim, long_positions};
 }
 
 std::vector<AttentionKernelSource> attention_kernel_sources(const AttentionProgram& program,
@@ -351,7 +359,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   std::string arch;
   CUcontext context = gpu_context(arch);
   check_device_pointers({&q, &k, &v, &out, &lse});
-  AttentionVariant variant = attention_variant(q.dtype, p.dim);
+  AttentionVariant variant = attention_variant(q.dtype, p.dim, largest_index(p));
   const AttentionModule module = attention_forward_module(options.forward_path, arch);
   const bool sm90 = module == AttentionModule::ForwardSm90;
   if (sm90)
@@ -418,7 +426,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   std::string arch;
   CUcontext context = gpu_context(arch);
   check_device_pointers({&q, &k, &v, &out, &lse, &d_out, &dq, &dk, &dv});
-  AttentionVariant variant = attention_variant(q.dtype, p.dim);
+  AttentionVariant variant = attention_variant(q.dtype, p.dim, largest_index(p));
   const std::string key = program_key(program);
   const bool det = options.deterministic;
   const AttentionModule module = attention_backward_module(options.backward_path, arch, det);

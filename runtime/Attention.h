@@ -92,8 +92,10 @@ AttentionModule attention_backward_module(AttentionPath path, const std::string&
                                           bool deterministic);
 
 // The GPU kernel variant for a tensor dtype and head dim; a UserError listing what is supported
-// for anything else.
-AttentionVariant attention_variant(DType dtype, int head_dim);
+// for anything else. `largest_index` (the largest of batch, query heads and both sequence
+// lengths) picks the kernels whose hooks assume positions below kPositionLimit when it leaves
+// room for a tile's padding, the "_long" ones otherwise.
+AttentionVariant attention_variant(DType dtype, int head_dim, int64_t largest_index = 0);
 
 // Compile only (CLI, CI, AOT; no GPU needed): every module an attention program needs for one
 // variant, forward and backward, as kernel-cache requests.

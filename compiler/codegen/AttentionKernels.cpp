@@ -72,7 +72,8 @@ std::string substitute(std::string_view text, const AttentionVariant& v) {
   return s;
 }
 
-std::string entry_name(const AttnEntry& e, const AttentionVariant& v, const std::string& hash) {
+std::string entry_name(const AttnEntry& e, AttentionVariant v, const std::string& hash) {
+  if (!e.uses_program) v.long_positions = false;  // no hooks: one kernel for every size
   std::string name = fmt::format("tj_{}_{}", e.kernel, variant_suffix(v));
   if (e.uses_program) name += fmt::format("_{}", hash.substr(0, 16));
   return name;
@@ -146,7 +147,7 @@ void check_attention_variant(const AttentionVariant& v) {
 }
 
 std::string variant_suffix(const AttentionVariant& v) {
-  return fmt::format("{}_d{}", elem_name(v.elem), v.head_dim);
+  return fmt::format("{}_d{}{}", elem_name(v.elem), v.head_dim, v.long_positions ? "_long" : "");
 }
 
 const std::vector<AttentionModule>& attention_modules() {
@@ -197,8 +198,9 @@ AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
   const std::string hash = uses_program ? program_hash(prog) : std::string();
   AttentionKernelSource out;
   out.module = module;
-  out.variant = fmt::format("{} {} d{}", attention_module_name(module), elem_name(variant.elem),
-                            variant.head_dim);
+  out.variant = fmt::format("{} {} d{}{}", attention_module_name(module), elem_name(variant.elem),
+                            variant.head_dim,
+                            uses_program && variant.long_positions ? " long" : "");
 
   std::string& s = out.cuda.source;
   if (uses_program)
@@ -219,7 +221,7 @@ AttentionKernelSource generate_attention_module(const AttentionProgram& prog,
     out.cuda.layout = arg_layout(prog);
     s += generate_args_struct(out.cuda.layout);
     s += '\n';
-    s += generate_hooks(prog, score_grad);
+    s += generate_hooks(prog, score_grad, !variant.long_positions);
   }
 
   for (const AttnEntry& e : entries())

@@ -56,11 +56,15 @@ enum class AttentionModule : uint8_t {
 struct AttentionVariant {
   ElemType elem = ElemType::BF16;
   int head_dim = 128;
+  // Generated for any size. Otherwise the hooks may assume b, h, q, kv < kPositionLimit
+  // (compiler/codegen/PositionRange.h) and the runtime launches the kernels only on problems
+  // that small (attention_variant in runtime/Attention.h); the suffix says "_long" when set.
+  bool long_positions = false;
 };
 
 // A UserError listing what is supported unless `v` is bf16 or f16 with head dim 64 or 128.
 void check_attention_variant(const AttentionVariant& v);
-std::string variant_suffix(const AttentionVariant& v);  // "bf16_d128"
+std::string variant_suffix(const AttentionVariant& v);  // "bf16_d128", "bf16_d128_long"
 
 // Every module, in the order a forward + backward pass first needs them.
 const std::vector<AttentionModule>& attention_modules();

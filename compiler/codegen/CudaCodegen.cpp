@@ -11,6 +11,7 @@
 #include "compiler/Printer.h"
 #include "compiler/codegen/CudaOps.h"
 #include "compiler/codegen/HookSplit.h"
+#include "compiler/codegen/PositionRange.h"
 
 namespace tilejit {
 
@@ -88,6 +89,9 @@ class BodyWriter {
   BodyWriter(std::string& out, const std::unordered_map<std::string, std::string>& members)
       : out_(out), members_(members) {}
 
+  // i32 -> f32 casts of values proven within +-2^22 for positions below kPositionLimit use
+  // tj_i2f_small (PositionRange.h); only for kernels launched under that bound.
+  void convert_small_ints(bool on) { small_ints_ = on; }
   // `e` is available as `spelling` (a field of a hook part).
   void bind(const Expr& e, std::string spelling) { temps_.emplace(e.get(), std::move(spelling)); }
   // An f32 division by `divisor` multiplies by the reciprocal `recip` (a TjRecip).
@@ -157,6 +161,8 @@ class BodyWriter {
       line(indent, "} else {");
       arm(e.arg(2), t, indent + 2);
       line(indent, "}");
+    } else if (small_ints_ && small_int_to_float(e)) {
+      line(indent, fmt::format("const float {} = tj_i2f_small({});", t, operand(e.arg(0))));
     } else if (by_recip(e)) {
       line(indent, fmt::format("const {} {} = tj_fdiv_recip({}, {});", type, t, operand(e.arg(0)),
                                recips_.at(e.arg(1).get())));
@@ -183,6 +189,7 @@ class BodyWriter {
   const std::unordered_map<std::string, std::string>& members_;
   std::unordered_map<const Node*, std::string> temps_;
   std::unordered_map<const Node*, std::string> recips_;  // divisor -> its TjRecip
+  bool small_ints_ = false;
   std::vector<const Node*> defined_;
   int next_temp_ = 0;
 };
@@ -218,7 +225,8 @@ struct SplitHookSpec {
 void write_part(std::string& out, std::string_view struct_name, std::string_view function,
                 std::string_view position, const std::vector<Expr>& values,
                 const std::vector<Expr>& recips, std::string_view file,
-                const std::unordered_map<std::string, std::string>& members) {
+                const std::unordered_map<std::string, std::string>& members,
+                bool positions_bounded) {
   out += fmt::format("  struct {} {{\n", struct_name);
   for (size_t i = 0; i < values.size(); ++i)
     out += fmt::format("    {} v{};  // {}\n", cuda::type_spelling(values[i].type()), i,
@@ -232,6 +240,7 @@ void write_part(std::string& out, std::string_view struct_name, std::string_view
   if (!values.empty() || !recips.empty()) {
     out += fmt::format("#line 1 \"{}\"\n", file);
     BodyWriter writer(out, members);
+    writer.convert_small_ints(positions_bounded);
     for (const Expr& v : values) fields.push_back(writer.scope(v, 4));
     for (const Expr& r : recips) fields.push_back(fmt::format("tj_recip({})", writer.scope(r, 4)));
   }
@@ -240,20 +249,22 @@ void write_part(std::string& out, std::string_view struct_name, std::string_view
 
 void write_split_hook(std::string& out, const SplitHookSpec& spec, const Expr& body,
                       std::string_view file,
-                      const std::unordered_map<std::string, std::string>& members) {
+                      const std::unordered_map<std::string, std::string>& members,
+                      bool positions_bounded) {
   const HookSplit split = split_hook(body);
   const std::string q_struct = fmt::format("{}Q", spec.part), kv_struct = fmt::format("{}Kv", spec.part);
   out += fmt::format("  // {} = {}\n", spec.hook.comment, comment_text(body));
   write_part(out, q_struct, fmt::format("{}_q", spec.lower), "q", split.q_values, split.q_recips,
-             file, members);
+             file, members, positions_bounded);
   write_part(out, kv_struct, fmt::format("{}_kv", spec.lower), "kv", split.kv_values,
-             split.kv_recips, file, members);
+             split.kv_recips, file, members, positions_bounded);
   out += fmt::format(
       "  __device__ __forceinline__ static {} {}(const TjArgs& a, const {}& qp, const {}& kp, {}) "
       "{{\n",
       spec.hook.result, spec.hook.name, q_struct, kv_struct, spec.hook.params);
   out += fmt::format("#line 1 \"{}\"\n", file);
   BodyWriter writer(out, members);
+  writer.convert_small_ints(positions_bounded);
   for (size_t i = 0; i < split.q_values.size(); ++i) writer.bind(split.q_values[i], fmt::format("qp.v{}", i));
   for (size_t i = 0; i < split.kv_values.size(); ++i) writer.bind(split.kv_values[i], fmt::format("kp.v{}", i));
   for (size_t i = 0; i < split.q_recips.size(); ++i) writer.bind_recip(split.q_recips[i], fmt::format("qp.r{}", i));
@@ -330,7 +341,8 @@ std::string generate_args_struct(const ArgLayout& layout) {
   return s;
 }
 
-std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad) {
+std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
+                           bool positions_bounded) {
   auto members = member_names(arg_layout(prog));
   std::string file = line_file(prog.name);
   const std::string_view index_params = "int b, int h, int q, int kv";
@@ -341,22 +353,22 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad)
   s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
   s += '\n';
   write_split_hook(s, {{"mask", "bool", "mask_mod", index_params}, "Mask", "mask", "b, h, q, kv"},
-                   prog.mask, file, members);
+                   prog.mask, file, members, positions_bounded);
   s += '\n';
   write_split_hook(s,
                    {{"score", "float", "score_mod", score_params}, "Score", "score",
                     "score, b, h, q, kv"},
-                   prog.score, file, members);
+                   prog.score, file, members, positions_bounded);
   s += '\n';
   if (score_grad.defined()) {
     write_split_hook(s,
                      {{"d score / d score", "float", "score_grad", score_params}, "Grad", "grad",
                       "score, b, h, q, kv"},
-                     score_grad, file, members);
+                     score_grad, file, members, positions_bounded);
   } else {  // kernels name score_grad's part types whether or not they differentiate
     s += "  // no score_grad in this module\n";
-    write_part(s, "GradQ", "grad_q", "q", {}, {}, file, members);
-    write_part(s, "GradKv", "grad_kv", "kv", {}, {}, file, members);
+    write_part(s, "GradQ", "grad_q", "q", {}, {}, file, members, false);
+    write_part(s, "GradKv", "grad_kv", "kv", {}, {}, file, members, false);
   }
   s += "};\n";
   return s;

@@ -50,7 +50,10 @@ struct CudaSource {
 
 // Pieces, for templates with their own glue.
 std::string generate_args_struct(const ArgLayout& layout);
-std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad);
+// With positions_bounded, the hooks may assume b, h, q, kv < kPositionLimit
+// (compiler/codegen/PositionRange.h): for kernels the runtime launches only on such problems.
+std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
+                           bool positions_bounded = false);
 std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad);
 
 // A whole translation unit: includes, TjArgs, TjProgram, entry point.

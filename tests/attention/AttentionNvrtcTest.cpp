@@ -21,6 +21,7 @@
 
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
+#include "compiler/codegen/PositionRange.h"
 #include "dsl/TextForm.h"
 #include "runtime/Attention.h"
 #include "runtime/Nvrtc.h"
@@ -291,6 +292,40 @@ TEST(AttentionNvrtc, HopperBackwardStaysAsynchronousAndSpillFree) {
       "alibi_causal", AttentionModule::BackwardSm90Deterministic, kVariants[3]);
   expect_hopper_module_asynchronous_and_spill_free(
       "document_causal", AttentionModule::BackwardSm90Deterministic, kVariants[2]);
+}
+
+// Problems whose batch, heads and sequences stay a tile's padding under kPositionLimit get the
+// kernels whose hooks convert small index values without the conversion unit; larger ones the
+// "_long" kernels, exact for any int32 (both compiled here, spill-free and asynchronous on
+// sm_90a). Only modules with hooks differ.
+TEST(AttentionNvrtc, PositionBoundedAndLongVariants) {
+  const int64_t small = kPositionLimit - 256;
+  EXPECT_FALSE(attention_variant(DType::BF16, 128, small).long_positions);
+  EXPECT_TRUE(attention_variant(DType::BF16, 128, small + 1).long_positions);
+  EXPECT_FALSE(attention_variant(DType::F16, 64).long_positions);
+
+  std::vector<AttentionProgram> examples = example_programs();
+  auto alibi = std::find_if(examples.begin(), examples.end(),
+                            [](const AttentionProgram& p) { return p.name == "alibi_causal"; });
+  ASSERT_NE(alibi, examples.end());
+  AttentionVariant bounded = kVariants[0], long_variant = kVariants[0];
+  long_variant.long_positions = true;
+  auto a = attention_kernel_sources(*alibi, bounded);
+  auto b = attention_kernel_sources(*alibi, long_variant);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!attention_module_uses_program(a[i].module)) {
+      EXPECT_EQ(a[i].cuda.source, b[i].cuda.source);
+      continue;
+    }
+    EXPECT_NE(a[i].cuda.source.find("tj_i2f_small("), std::string::npos) << a[i].variant;
+    EXPECT_EQ(b[i].cuda.source.find("tj_i2f_small"), std::string::npos) << b[i].variant;
+    EXPECT_NE(a[i].cuda.entry, b[i].cuda.entry);
+  }
+  expect_hopper_module_asynchronous_and_spill_free("alibi_causal", AttentionModule::ForwardSm90,
+                                                   long_variant);
+  expect_hopper_module_asynchronous_and_spill_free("alibi_causal", AttentionModule::BackwardSm90,
+                                                   long_variant);
 }
 
 // Bound values and shapes never change the generated source: only structure, dtype and head
