@@ -384,7 +384,9 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   if (sm90) {
     // Persistent: at most one CTA per SM, walking the (b, h, q tile) items longest first.
     const int64_t items = int64_t{p.batch} * p.heads_q * block_mask.q_tiles();
-    const int64_t sms = Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+    // Device 0's, as the kernels' arch (gpu_context); read once, not on every call.
+    static const int64_t sms =
+        Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
     launch_if(kernel, {static_cast<unsigned>(std::min(items, sms)), 1, 1}, stream, kernel_params);
     return;
   }

@@ -1,0 +1,97 @@
+// The element passes of the Hopper attention backward (attention_bwd_sm90.cuh): P^T and dS^T
+// from S^T and dP^T in a consumer's accumulator layout, with the program's hooks (mask_mod,
+// score_mod, score_grad, computed from their q and kv parts: hook_parts.cuh) as the portable
+// kernel's apply_bwd applies them.
+#pragma once
+
+#include "attention_bwd.cuh"
+
+namespace tjk {
+
+// Where a consumer's S^T / dP^T tile sits: rows kv = row0 (+ 8), columns q = col0 + 8n (+ 1).
+struct BwdSm90Tile {
+  const AttnShape& sh;
+  float scale_log2;
+  int b, h, row0, col0;
+};
+
+// The element passes over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas).
+//   probabilities: p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and
+//     2kk + 1); score_grad runs only where P > 0, so hooks only run where the mask holds.
+//     kFused: also dS = P * score_grad * (dP - delta) into f (dp is consumed). Otherwise s
+//     becomes P * score_grad for the gradients pass, so that dV's product can start on P while
+//     dP^T is still being computed.
+//   gradients: dS = (P * score_grad) * (dP - delta) into f.
+// lse2(n, c) is the log2-domain lse of the element's column, delta(n, c) its delta.
+template <class Prog, class Args, class T, bool kMask, bool kBounds, bool kFused, int kN,
+          class Lse2, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_probabilities(float (&s)[kN][4], float (&dp)[kN][4],
+                                                            unsigned (&p)[kN / 2][4],
+                                                            unsigned (&f)[kN / 2][4],
+                                                            const Args& args, const BwdSm90Tile& t,
+                                                            Lse2 lse2, Delta delta) {
+  // The hooks' parts (hook_parts.cuh): the two kv rows once, each q column once for both.
+  KvParts<Prog, kMask, true> kp[2];
+  compute_parts(kp, args, t.b, t.h, t.row0, 8);
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    QParts<Prog, kMask, true> qp[2];
+    compute_parts(qp, args, t.b, t.h, t.col0 + n * 8, 1);
+    float pr[4], ds[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int kv = t.row0 + (c >> 1) * 8, q = t.col0 + n * 8 + (c & 1);
+      const float raw = s[n][c];
+      const float x = element_logit<Prog, Args, kMask, kBounds>(
+          args, qp[c & 1], kp[c >> 1], raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
+          t.sh.seq_q, t.sh.seq_kv);
+      pr[c] = fast_exp2(x - lse2(n, c));
+      float g = pr[c];
+      if constexpr (!Prog::kScoreIsIdentity)
+        if (pr[c] > 0.f)
+          g *= element_score_grad<Prog>(args, qp[c & 1], kp[c >> 1], raw * t.sh.scale, t.b, t.h,
+                                        q, kv);
+      if (kFused)
+        ds[c] = g * (dp[n][c] - delta(n, c));
+      else
+        s[n][c] = g;
+    }
+    p[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(pr[0], pr[1]);
+    p[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(pr[2], pr[3]);
+    if (kFused) {
+      f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
+      f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
+    }
+  }
+}
+
+template <class T, int kN, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_gradients(float (&dp)[kN][4],
+                                                        const float (&pg)[kN][4],
+                                                        unsigned (&f)[kN / 2][4], Delta delta) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dp[n][c] = pg[n][c] * (dp[n][c] - delta(n, c));
+    f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(dp[n][0], dp[n][1]);
+    f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(dp[n][2], dp[n][3]);
+  }
+}
+
+// The cheapest variant of the probabilities pass, as tile_bwd picks for the portable kernel.
+template <class Prog, class Args, class T, bool kFused, int kN, class Lse2, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
+    float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
+    const Args& args, const BwdSm90Tile& t, bool full, bool interior, Lse2 lse2, Delta delta) {
+  if (full && interior)
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, lse2,
+                                                                     delta);
+  else if (full || Prog::kMaskIsTrue)
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kFused>(s, dp, p, f, args, t, lse2,
+                                                                    delta);
+  else
+    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kFused>(s, dp, p, f, args, t, lse2,
+                                                                   delta);
+}
+
+}  // namespace tjk

@@ -1,0 +1,204 @@
+// The producer side of the Hopper attention backward (attention_bwd_sm90.cuh, whose header
+// comment gives the whole protocol): the CTA shape, the tensor maps, the shared-memory layout, the
+// step records the producer writes for the consumers, the cursor over the transposed block-mask
+// runs, and the producer warp itself.
+#pragma once
+
+#include "attention_bwd.cuh"
+#include "attention_fwd_sm90.cuh"
+
+namespace tjk {
+
+constexpr int kAttnBwdSm90Threads = 384;
+constexpr int kAttnBwdSm90BlockKV = 128;  // keys per CTA: two block-mask kv tiles
+constexpr int kBwdDsBarrier = 1;          // named barrier: both consumers' dS^T are stored
+
+// The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
+struct AttnBwdTmaMaps {
+  TmaDescriptor q, k, v, d_out;
+};
+
+// Shared memory, from a 1024-B aligned base: a block of mbarriers, the K and V tiles, two dS^T
+// buffers, then per stage the Q and dO tiles of one step and its lse and delta.
+template <int kHeadDim>
+struct AttnBwdSm90Layout {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper kernel supports D = 64 and 128");
+  static constexpr int kQStep = 64;  // q rows per step: half a block-mask q tile
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;
+  static constexpr int kColBlocks = kHeadDim / 64;
+  static constexpr int kBoxBytes = 64 * 128;          // one TMA box: 64 rows of 64 elements
+  static constexpr int kKvColBlockBytes = 128 * 128;  // 128 key rows of one column block
+  static constexpr int kKvTileBytes = kColBlocks * kKvColBlockBytes;
+  static constexpr int kQColBlockBytes = kQStep * 128;
+  static constexpr int kQTileBytes = kColBlocks * kQColBlockBytes;
+  static constexpr int kDsBytes = kQStep / 64 * kKvColBlockBytes;  // 128 kv rows x kQStep q
+  static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
+  static constexpr int kStageBytes = (2 * kQTileBytes + kStatsBytes + 1023) / 1024 * 1024;
+  static constexpr int kK = 1024;  // after the barrier block
+  static constexpr int kV = kK + kKvTileBytes;
+  static constexpr int kDs = kV + kKvTileBytes;
+  static constexpr int kStage0 = kDs + 2 * kDsBytes;
+  // Up to 1023 bytes are lost aligning the dynamic shared memory base.
+  static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
+
+  // Barrier addresses: kv_full, full[kStages], empty[kStages].
+  __device__ static unsigned kv_full(unsigned base) { return base; }
+  __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
+  __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
+  // Byte offset from the base of a stage's step record (BwdSm90Step, 16 B), in the barrier block.
+  __device__ static int step_record(int s) { return 512 + 16 * s; }
+  __device__ static unsigned q_tile(unsigned base, int s) {
+    return base + kStage0 + s * kStageBytes;
+  }
+  __device__ static unsigned do_tile(unsigned base, int s) { return q_tile(base, s) + kQTileBytes; }
+  // Byte offset from the base of a stage's lse (kQStep floats, delta right after).
+  __device__ static int stats(int s) { return kStage0 + s * kStageBytes + 2 * kQTileBytes; }
+};
+
+// How one consumer's 64 keys relate to the q tile of a step.
+enum BwdTileClass : int { kBwdEmpty = 0, kBwdPartial = 1, kBwdFull = 2 };
+
+// One step: kQStep rows of q head `head` from q0, and the class of each 64-key half. The
+// producer writes it into the stage's record before the stage's full barrier completes, so the
+// consumers carry no run-list state; head < 0 marks the end.
+struct alignas(16) BwdSm90Step {
+  int head, q0;
+  int cls[2];
+};
+
+// The steps of one CTA: per q head of the GQA group, the union of the transposed runs of the
+// CTA's two kv tiles, q tile by q tile, each split into kSub steps. Walked by the producer.
+template <int kSub>
+struct BwdSm90Cursor {
+  RunCursor half[2];
+  const BlockMaskView* mask;
+  int b, kt0, head, last_head, sub, tile;
+  bool two;  // the second kv tile exists (Skv may end within the first)
+
+  __device__ __forceinline__ void begin(const BlockMaskView& m, int b_, int first_head, int n_heads,
+                                        int kt0_) {
+    mask = &m, b = b_, kt0 = kt0_, head = first_head, last_head = first_head + n_heads - 1;
+    two = kt0 + 1 < m.kv_tiles;
+    sub = 0;
+    open_head();
+  }
+  __device__ __forceinline__ void open_head() {
+    for (;;) {
+      half[0].begin(mask->t_offsets, mask->t_runs, mask->list_index(b, head, kt0, mask->kv_tiles));
+      if (two)
+        half[1].begin(mask->t_offsets, mask->t_runs,
+                      mask->list_index(b, head, kt0 + 1, mask->kv_tiles));
+      else
+        half[1].left = 0;
+      if (valid()) {
+        pick();
+        return;
+      }
+      if (head == last_head) return;
+      ++head;
+    }
+  }
+  __device__ __forceinline__ bool valid() const { return half[0].valid() || half[1].valid(); }
+  __device__ __forceinline__ void pick() {
+    tile = !half[0].valid()   ? half[1].tile()
+           : !half[1].valid() ? half[0].tile()
+                              : min(half[0].tile(), half[1].tile());
+  }
+  __device__ __forceinline__ int class_of(int i) const {
+    if (!half[i].valid() || half[i].tile() != tile) return kBwdEmpty;
+    return half[i].full() ? kBwdFull : kBwdPartial;
+  }
+  template <int kQStep>
+  __device__ __forceinline__ BwdSm90Step step() const {
+    return {head, tile * (kSub * kQStep) + sub * kQStep, {class_of(0), class_of(1)}};
+  }
+  __device__ __forceinline__ void next() {
+    if (++sub < kSub) return;
+    sub = 0;
+    const int t = tile;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (half[i].valid() && half[i].tile() == t) half[i].next();
+    if (valid()) {
+      pick();
+    } else if (head < last_head) {
+      ++head;
+      open_head();
+    }
+  }
+};
+
+template <int kHeadDim>
+using BwdSm90CursorFor = BwdSm90Cursor<attn_block_q<8, 1>() / AttnBwdSm90Layout<kHeadDim>::kQStep>;
+
+// The producer warp: K and V once, then Q, dO (lane 0, TMA), lse and delta (every lane,
+// cp.async) of every step.
+template <int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_produce(const AttentionBwdParams& p,
+                                                      const AttnBwdTmaMaps& maps,
+                                                      BwdSm90CursorFor<kHeadDim> steps,
+                                                      unsigned base, unsigned char* smem, int b,
+                                                      int hk, int kv0, int lane) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  constexpr int kQ = L::kQStep;
+  const AttnShape& sh = p.shape;
+  if (lane == 0) {
+    tma_prefetch_descriptor(&maps.k);
+    tma_prefetch_descriptor(&maps.v);
+    if (steps.valid()) {  // without q steps (e.g. Sq = 0) Q and dO may have no map
+      tma_prefetch_descriptor(&maps.q);
+      tma_prefetch_descriptor(&maps.d_out);
+    }
+    mbar_arrive_expect_tx(L::kv_full(base), 2 * L::kKvTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned at = cb * L::kKvColBlockBytes + half * L::kBoxBytes;
+        tma_load_4d(base + L::kK + at, &maps.k, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
+        tma_load_4d(base + L::kV + at, &maps.v, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
+      }
+  }
+  RingSlot slot;
+  for (; steps.valid(); steps.next()) {
+    const BwdSm90Step st = steps.template step<kQ>();
+    if (st.q0 >= sh.seq_q) continue;  // the second half of a last q tile that ends early
+    const unsigned full = L::full(base, slot.stage);
+    mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+    if (lane == 0) {
+      *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = st;
+      mbar_arrive_expect_tx(full, 2 * L::kQTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+        for (int half = 0; half < kQ / 64; ++half) {
+          const unsigned at = cb * L::kQColBlockBytes + half * L::kBoxBytes;
+          const int row = st.q0 + 64 * half;
+          tma_load_4d(L::q_tile(base, slot.stage) + at, &maps.q, 64 * cb, row, st.head, b, full);
+          tma_load_4d(L::do_tile(base, slot.stage) + at, &maps.d_out, 64 * cb, row, st.head, b,
+                      full);
+        }
+    }
+    // lse then delta of the step's rows; rows past Sq read as 0 (their P is 0 by the bounds).
+    const long long row_base = (static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q;
+#pragma unroll
+    for (int j = 0; j < 2 * kQ / 32; ++j) {
+      const int i = 32 * j + lane, q = st.q0 + (i % kQ);
+      const bool in = q < sh.seq_q;
+      const float* src = i < kQ ? p.lse : p.delta;
+      cp_async_4(base + L::stats(slot.stage) + 4 * i, src + (in ? row_base + q : 0), in ? 4 : 0);
+    }
+    cp_async_mbar_arrive_noinc(full);
+    slot.advance<L::kStages>();
+  }
+  // The end: a record with head = -1 and the same 33 arrivals, without bytes.
+  mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+  if (lane == 0) {
+    *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = BwdSm90Step{-1, 0, {0, 0}};
+    mbar_arrive(L::full(base, slot.stage));
+  }
+  mbar_arrive(L::full(base, slot.stage));
+  cp_async_wait_all();
+}
+
+}  // namespace tjk
