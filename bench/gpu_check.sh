@@ -192,12 +192,14 @@ if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
   default="causal_fwd|--masks causal $shape|fwd_sm90;causal_bwd|--masks causal $shape|bwd_sm90"
   default+=";document_fwd|--masks document_causal $shape|fwd_sm90"
   default+=";alibi_fwd|--masks alibi_causal $shape|fwd_sm90;softcap_fwd|--masks softcap_causal $shape|fwd_sm90"
+  # PROFILE: "name|harness args|kernel regex[|harness];..." (harness: a program of $bdir/bench,
+  # default attention_gpu_bench; e.g. linear_ce_gpu_bench for the CE kernels)
   IFS=';' read -ra entries <<<"${PROFILE:-$default}"
   for e in "${entries[@]}"; do
-    IFS='|' read -r name args regex <<<"$e"
+    IFS='|' read -r name args regex harness <<<"$e"
     TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout ${PROFILE_TIMEOUT:-150} ncu --set full \
       -k "regex:$regex" --launch-skip 2 --launch-count 1 -o "$out/prof_$name" -f \
-      $bdir/bench/attention_gpu_bench $args >"$out/prof_$name.log" 2>&1
+      $bdir/bench/${harness:-attention_gpu_bench} $args >"$out/prof_$name.log" 2>&1
     note "profile $name: rc=$?"
     ncu --import "$out/prof_$name.ncu-rep" --page details >"$out/prof_$name.txt" 2>&1
     ncu --import "$out/prof_$name.ncu-rep" --page raw >"$out/prof_$name.raw.txt" 2>&1

@@ -49,14 +49,20 @@ __host__ __device__ constexpr int attn_block_q() {
   return kWarps * 16 * kMTiles;
 }
 
-// Runs the score pipeline over an accumulator tile in place: s becomes the log2-domain
-// logits (-inf where masked or out of range). Without kTransposed rows are q and columns kv
-// (forward, dQ); with it rows are kv and columns q (dK/dV). row0/col0: this thread's first row
-// (warp base + g) and column (tile base + 2t).
-template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, int kM, int kN>
-__device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& args,
-                                             const AttnShape& sh, float scale_log2, int b, int h,
-                                             int row0, int col0) {
+// Runs the score pipeline over an accumulator tile in place, given the hooks' parts of its rows
+// (rp[mi][half]: row row0 + 16 mi + 8 half) and of its columns (col_parts(n).at[j]: column
+// col0 + 8 n + j; computed there or read from registers): s becomes the log2-domain logits (-inf
+// where masked or out of range). Without kTransposed rows are q and columns kv (forward, dQ); with
+// it rows are kv and columns q (dK/dV). row0/col0: this thread's first row (warp base + g) and
+// column (tile base + 2t). The parts may hold more than this pass reads (a mask part on a full
+// tile).
+template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, int kM, int kN,
+          class RowParts, class ColPartsOf>
+__device__ __forceinline__ void logits_from_parts(float (&s)[kM][kN][4], const Args& args,
+                                                  const AttnShape& sh, float scale_log2, int b,
+                                                  int h, int row0, int col0,
+                                                  const RowParts (&rp)[kM][2],
+                                                  ColPartsOf col_parts) {
   if constexpr (!kMask && !kBounds && Prog::kScoreIsIdentity) {
 #pragma unroll
     for (int mi = 0; mi < kM; ++mi)
@@ -65,22 +71,15 @@ __device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& 
 #pragma unroll
         for (int c = 0; c < 4; ++c) s[mi][n][c] *= scale_log2;
   } else {
-    // The hooks' parts: per row once, per column once for all the rows (hook_parts.cuh).
-    using RowParts = PositionParts<Prog, kMask, false, kTransposed>;
-    using ColParts = PositionParts<Prog, kMask, false, !kTransposed>;
-    RowParts rp[kM][2];
-#pragma unroll
-    for (int mi = 0; mi < kM; ++mi) compute_parts(rp[mi], args, b, h, row0 + mi * 16, 8);
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
-      ColParts cp[2];
-      compute_parts(cp, args, b, h, col0 + n * 8, 1);
+      const auto& cp = col_parts(n);
 #pragma unroll
       for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const RowParts& r = rp[mi][c >> 1];
-          const ColParts& k = cp[c & 1];
+          const auto& k = cp.at[c & 1];
           int row = row0 + mi * 16 + (c >> 1) * 8, col = col0 + n * 8 + (c & 1);
           if constexpr (kTransposed)
             s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
@@ -93,6 +92,26 @@ __device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& 
         }
     }
   }
+}
+
+// logits_from_parts with the parts computed here: per row once, per column once for all the
+// rows (hook_parts.cuh).
+template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, int kM, int kN>
+__device__ __forceinline__ void apply_logits(float (&s)[kM][kN][4], const Args& args,
+                                             const AttnShape& sh, float scale_log2, int b, int h,
+                                             int row0, int col0) {
+  using RowParts = PositionParts<Prog, kMask, false, kTransposed>;
+  using ColParts = PositionParts<Prog, kMask, false, !kTransposed>;
+  RowParts rp[kM][2];
+  if constexpr (kMask || kBounds || !Prog::kScoreIsIdentity)
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi) compute_parts(rp[mi], args, b, h, row0 + mi * 16, 8);
+  logits_from_parts<Prog, Args, kMask, kBounds, kTransposed>(
+      s, args, sh, scale_log2, b, h, row0, col0, rp, [&](int n) {
+        PartsPair<ColParts> cp;
+        compute_parts(cp.at, args, b, h, col0 + n * 8, 1);
+        return cp;
+      });
 }
 
 // Picks the cheapest variant of apply_logits for a tile: full + interior, full at an edge, or

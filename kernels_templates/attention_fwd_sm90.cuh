@@ -1,8 +1,8 @@
 // Block-sparse attention forward for Hopper (sm_90a): wgmma + TMA, warp-specialised, in the
 // manner of FlashAttention-3. Everything but the tile loop is the portable path's
 // (attention_fwd.cuh): the launch parameters, the block mask and its run traversal, the score
-// pipeline over an accumulator tile (tile_logits: bounds, mask_mod, score_mod; full tiles skip
-// the mask) and the online softmax, so both paths return the same out and lse.
+// pipeline over an accumulator tile (logits_from_parts: bounds, mask_mod, score_mod; full tiles
+// skip the mask) and the online softmax, so both paths return the same out and lse.
 //
 // Persistent CTAs: a grid of at most one CTA per SM walks the work items (q tile of 128 rows,
 // b * Hq) longest first (FwdWorkItem); the K/V ring runs on from one item to the next, and the
@@ -31,7 +31,7 @@
 // other's products (FlashAttention-3's ping-pong). The source also lets step j+1's softmax overlap
 // its own step j's P V, but ptxas (CUDA 13.0) schedules that wait ahead of the softmax; forcing
 // the order (a branch between them) makes it report insufficient registers, spill and serialise
-// every product. So within a warpgroup only the tile_logits pass overlaps P V.
+// every product. So within a warpgroup only the element pass (logits_from_parts) overlaps P V.
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S and O are
@@ -287,6 +287,23 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
+// The column parts of an m64 x 128 step for the element pass (logits_from_parts' col_parts):
+// lane l holds columns kv0 + l + 32 i in held[i]; column group n (columns 8 n + 2 t + j, t the
+// lane's quad index) is in held[n / 4] of lane 8 (n % 4) + 2 t + j. The mask's parts are read
+// only when kWithMask (on a full step they were not computed).
+template <class Parts, bool kWithMask>
+struct WarpHeldColumns {
+  const Parts (&held)[4];
+  int lane;
+  __device__ __forceinline__ PartsPair<Parts> operator()(int n) const {
+    PartsPair<Parts> pp;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      pp.at[j] = shuffle_parts<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * (lane & 3) + j);
+    return pp;
+  }
+};
+
 // Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
 // epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
 constexpr int kSchedBarrier = 1;     // + consumer index
@@ -336,15 +353,43 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   OnlineSoftmax<1> sm;
   sm.init();
 
+  // The hooks' parts (hook_parts.cuh): the rows' once per item; a step's columns' by
+  // column_parts before its S has landed, so their loads (a document id per column) overlap the
+  // product -- the mask's only on a partial step. Lane l computes columns kv0 + l + 32 i (one
+  // load each instead of one per column a thread holds) and the element pass shuffles them
+  // (WarpHeldColumns).
+  constexpr bool kAnyMask = !Prog::kMaskIsTrue;
+  using ColParts = KvParts<Prog, kAnyMask, false>;
+  QParts<Prog, kAnyMask, false> rp[1][2];
+  ColParts held[4];
+  compute_parts(rp[0], args, b, h, row0, 8);
+  auto column_parts = [&](const KvStep& st) {
+    const int kv = st.tile * kAttnBlockKV + lane;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) held[i].compute_values(args, b, h, kv + 32 * i);
+    if (!st.full)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) held[i].compute_mask(args, b, h, kv + 32 * i);
+  };
   // The score pipeline and softmax of a step's S; alpha rescales O's rows.
   auto scores = [&](const KvStep& st, float(&alpha)[2]) {
     AttnShape step_shape = sh;
     const int kv0 = st.tile * kAttnBlockKV;
     const int step_end = kv0 + st.tiles * kAttnBlockKV;
     step_shape.seq_kv = sh.seq_kv < step_end ? sh.seq_kv : step_end;
-    tile_logits<Prog, Args, false>(s, args, step_shape, scale_log2, b, h, row0,
-                                   kv0 + 2 * (lane & 3), st.full,
-                                   q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv);
+    const int col0 = kv0 + 2 * (lane & 3);
+    // tile_logits's three element passes (attention_fwd.cuh), on the parts computed above.
+    const WarpHeldColumns<ColParts, false> values{held, lane};
+    const WarpHeldColumns<ColParts, true> all{held, lane};
+    if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv)
+      logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
+                                                         row0, col0, rp, values);
+    else if (st.full || Prog::kMaskIsTrue)
+      logits_from_parts<Prog, Args, false, true, false>(s, args, step_shape, scale_log2, b, h,
+                                                        row0, col0, rp, values);
+    else
+      logits_from_parts<Prog, Args, true, true, false>(s, args, step_shape, scale_log2, b, h,
+                                                       row0, col0, rp, all);
     sm.update(s, alpha);
   };
 
@@ -360,6 +405,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
     wgmma_commit();
     pass_turn();
+    column_parts(cur);
     wgmma_wait<0>();
     pin_registers(s[0]);
     float alpha[2];
@@ -380,6 +426,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
         attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, pf, q_rows, L::k_tile(base, slot.stage),
                                         L::v_tile(base, prev.stage));
       pass_turn();
+      column_parts(cur);
       wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
       pin_registers(s[0]);
       scores(cur, alpha);

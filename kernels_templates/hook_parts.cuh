@@ -138,12 +138,22 @@ struct PositionParts {
 
   template <class Args>
   __device__ __forceinline__ void compute(const Args& a, int b, int h, int pos) {
+    compute_mask(a, b, h, pos);
+    compute_values(a, b, h, pos);
+  }
+  // The mask's part alone, for a caller that knows only at run time whether a tile needs it.
+  template <class Args>
+  __device__ __forceinline__ void compute_mask(const Args& a, int b, int h, int pos) {
+    if constexpr (kMask && kIsKv) mask = H::mask_kv(a, b, h, pos);
+    if constexpr (kMask && !kIsKv) mask = H::mask_q(a, b, h, pos);
+  }
+  // score_mod's and score_grad's parts.
+  template <class Args>
+  __device__ __forceinline__ void compute_values(const Args& a, int b, int h, int pos) {
     if constexpr (kIsKv) {
-      if constexpr (kMask) mask = H::mask_kv(a, b, h, pos);
       if constexpr (kScore) score = H::score_kv(a, b, h, pos);
       if constexpr (kGradient) grad = H::grad_kv(a, b, h, pos);
     } else {
-      if constexpr (kMask) mask = H::mask_q(a, b, h, pos);
       if constexpr (kScore) score = H::score_q(a, b, h, pos);
       if constexpr (kGradient) grad = H::grad_q(a, b, h, pos);
     }
@@ -157,6 +167,40 @@ __device__ __forceinline__ void compute_parts(Parts (&parts)[kN], const Args& ar
 #pragma unroll
   for (int i = 0; i < kN; ++i) parts[i].compute(args, b, h, first + i * stride);
 }
+
+// A part's value as lane `src` of the warp holds it (its 32-bit words shuffled; nothing for an
+// empty part). All 32 lanes take part.
+template <class T>
+__device__ __forceinline__ T shuffle_part(const T& v, int src) {
+  if constexpr (__is_empty(T)) {
+    return v;
+  } else {
+    constexpr int kWords = (sizeof(T) + 3) / 4;
+    unsigned w[kWords] = {};
+    memcpy(w, &v, sizeof(T));
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+    T out;
+    memcpy(&out, w, sizeof(T));
+    return out;
+  }
+}
+
+// The parts of lane `src` (shuffle_part): the mask's only when kWithMask.
+template <bool kWithMask, class Parts>
+__device__ __forceinline__ Parts shuffle_parts(const Parts& p, int src) {
+  Parts out;
+  if constexpr (kWithMask) out.mask = shuffle_part(p.mask, src);
+  out.score = shuffle_part(p.score, src);
+  out.grad = shuffle_part(p.grad, src);
+  return out;
+}
+
+// The parts of the two adjacent rows or columns an accumulator fragment gives a thread.
+template <class Parts>
+struct PartsPair {
+  Parts at[2];
+};
 
 template <class Prog, bool kMask, bool kGrad>
 using QParts = PositionParts<Prog, kMask, kGrad, false>;
