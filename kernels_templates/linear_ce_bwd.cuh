@@ -84,12 +84,11 @@ struct CeBwdParams {
 
 constexpr int kStageStride = kTileIds + 8;  // padded staging rows: conflict-free fragment stores
 
-// G's entry at (kept row k, id) from the raw logit x, z = logit_mod(x) and (KL) the teacher's
-// modded logit tz.
-template <class Prog, class Args, bool kKl>
-__device__ __forceinline__ float grad_entry(const Args& args, const CeBwdParams& p, float x,
-                                            float z, float tz, int k, int orig, bool is_target,
-                                            int id) {
+// G's entry at (kept row k, id) from z = logit_mod(x), (KL) the teacher's modded logit tz and
+// lg = d logit_mod / d logit at the raw logit x.
+template <class Prog, bool kKl>
+__device__ __forceinline__ float grad_entry(const CeBwdParams& p, float z, float tz, float lg,
+                                            int k, bool is_target) {
   float lse = p.lse[k];
   float pr = fast_exp2((z - lse) * kLog2e);
   float gd = pr * (p.prob_weight + 2.f * p.z_loss * lse) - (is_target ? p.target_weight : 0.f);
@@ -101,7 +100,6 @@ __device__ __forceinline__ float grad_entry(const Args& args, const CeBwdParams&
     float pt = fast_exp2((tz * inv_t - K.teacher_lse[k]) * kLog2e);
     gd += K.weight * (q - pt);
   }
-  float lg = Prog::kLogitIsIdentity ? 1.f : Prog::logit_grad(args, x, orig, id);
   return p.row_grad[k] * gd * lg;
 }
 
@@ -118,7 +116,7 @@ __device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16*
 
 // The gradient tile's Hopper CTA: CeGradCta's shape, threads and shared memory, as two
 // warpgroups of 64 x 128 (ce_wgmma.cuh); used where the module asks for it (kSm90Loop) and is
-// compiled for sm_90a, never with kKl. ptxas (CUDA 13.0, sm_90a, gemma2_softcap module): 110
+// compiled for sm_90a, never with kKl. ptxas (CUDA 13.0, sm_90a, gemma2_softcap module): 111
 // registers (two CTAs per SM), no spills, 4 HGMMA 64x128x16 per K step (the portable loop: 125).
 typedef CeWgCta<kTileRows, kTileIds, 3> CeGradWgCta;
 static_assert(CeGradWgCta::kThreads == CeGradCta::kThreads &&
@@ -186,6 +184,9 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   // barrier that exits nowhere is enough. Check `ptxas -v` when touching this.
   if (Cta::kWgmma && !__syncthreads_or(1)) return;
 
+  // The hooks' constant parts once, after the products (no registers held across their loop);
+  // their row parts once per row.
+  const LogitHooks<Prog, Args, true> hooks(args);
 #pragma unroll
   for (int mi = 0; mi < Cta::kMI; ++mi)
 #pragma unroll
@@ -193,6 +194,7 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
       int r = Cta::row(mi, h), k = row0 + r;
       bool row_ok = k < R.n_kept;
       int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+      const auto at = hooks.at_row(orig);
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
         int col = Cta::col(ni);
@@ -205,15 +207,15 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
             int row = seg_row(S, pos), id = S.begin + row;
             float x = acc[mi][ni][h * 2 + e];
             if (S.bias) x += to_float<kF16>(S.bias[row]);
-            float z = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
+            float z = at.mod(x, id);
             float tz = 0.f;
             if (kKl) {
               const CeSegment& TS = T.layout.seg[s];
               float xt = teacher[mi][ni][h * 2 + e];
               if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
-              tz = Prog::kLogitIsIdentity ? xt : Prog::logit_mod(args, xt, orig, id);
+              tz = at.mod(xt, id);
             }
-            g2[e] = grad_entry<Prog, Args, kKl>(args, p, x, z, tz, k, orig, id == tgt, id);
+            g2[e] = grad_entry<Prog, kKl>(p, z, tz, at.grad(x, id), k, id == tgt);
           }
         }
         *reinterpret_cast<u32*>(stage + r * kStageStride + col) = pack2<kF16>(g2[0], g2[1]);
@@ -232,8 +234,8 @@ __device__ __forceinline__ void linear_ce_target_grad(const Args& args, const Ce
   const int orig = p.rows.kept[k], id = p.rows.targets[orig];
   p.target_slot[k] = id_slot(p.layout, id);
   const float tz = kKl ? p.kl.teacher_target_logit[k] : 0.f;
-  p.target_grad[k] = grad_entry<Prog, Args, kKl>(args, p, p.target_raw[k], p.target_logit[k], tz,
-                                                 k, orig, true, id);
+  const float lg = LogitHooks<Prog, Args, true>(args).at_row(orig).grad(p.target_raw[k], id);
+  p.target_grad[k] = grad_entry<Prog, kKl>(p, p.target_logit[k], tz, lg, k, true);
 }
 
 // ---- target corrections ----------------------------------------------------------------------

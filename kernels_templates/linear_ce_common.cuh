@@ -20,10 +20,13 @@
 //     __device__ static float logit_mod(const Args&, float logit, int row, int id);
 //     __device__ static float logit_grad(const Args&, float logit, int row, int id);
 //   };
-// `row` is the original row index, `id` the global vocabulary id.
+// `row` is the original row index, `id` the global vocabulary id. Generated hooks also come
+// split into a constant part, a row part and the per-logit rest; the kernels call them through
+// LogitHooks (linear_ce_hook_parts.cuh), which takes hand-written ones as they are.
 #pragma once
 
 #include "ce_mma.cuh"
+#include "linear_ce_hook_parts.cuh"
 
 namespace tilejit_ce {
 

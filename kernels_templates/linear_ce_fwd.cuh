@@ -7,12 +7,13 @@
 // CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync) and, when the module asks for it
 // (kSm90Loop) and is compiled for sm_90a, CeFwdWgCta (ce_wgmma.cuh: two warpgroups of
 // 128 x 128, wgmma). Both launch 256 threads with the same dynamic shared memory. The epilogue
-// applies bias and logit_mod and keeps, per thread and row, an online (max, sum of exp) and the sum
-// of logits (label smoothing) in registers; the target logit is stored by the one thread whose
-// column holds the target. Optionally it records the max logit per (vocabulary tile, row), target
-// excluded, which lets the backward pass skip tiles whose gradient is negligible: one part per
-// 64 columns, stored by the quad holding it straight from registers (bf16, rounded up; no
-// barrier in the tile loop).
+// applies bias and logit_mod (its constant part computed once per thread, its row part once per
+// row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
+// exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
+// one thread whose column holds the target. Optionally it records the max logit per (vocabulary
+// tile, row), target excluded, which lets the backward pass skip tiles whose gradient is
+// negligible: one part per 64 columns, stored by the quad holding it straight from registers
+// (bf16, rounded up; no barrier in the tile loop).
 // linear_ce_merge: per row, combines the split partials in split order into lse and the
 // row loss. linear_ce_reduce: one block sums row losses in a fixed order. Both are
 // deterministic; nothing here uses atomics.
@@ -42,7 +43,7 @@ struct CeFwdParams {
 // backward's tiles and tile_max parts) and the forward's row tiles, and its 4 rows per thread
 // carry less online state than 8 m16 rows would. ptxas (CUDA 13.0, sm_90a, NVRTC module of
 // examples/programs/gemma2_softcap.tj): 254 registers, no spills, 144 KiB dynamic shared memory
-// (no static), 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 254).
+// (no static), 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255).
 typedef CeWgCta<kFwdRows, kTileIds, 3> CeFwdWgCta;
 static_assert(CeFwdWgCta::kThreads == CeFwdCta::kThreads &&
                   CeFwdWgCta::kSmemBytes == CeFwdCta::kSmemBytes,
@@ -103,6 +104,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     s[r] = 0.f;
     zs[r] = 0.f;
   }
+  const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
@@ -124,6 +126,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
       float z[2 * Cta::kNI];
       float tmax[kParts], zmax = neg_inf();
       bool row_ok = krow[r] < R.n_kept;
+      const auto at = hooks.at_row(orig[r]);
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
         if (ni % kNIPart == 0) tmax[ni / kNIPart] = neg_inf();
@@ -135,7 +138,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
             int row = seg_row(S, pos), id = S.begin + row;
             float x = acc[mi][ni][h * 2 + e];
             if (S.bias) x += to_float<kF16>(S.bias[row]);
-            v = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig[r], id);
+            v = at.mod(x, id);
             if (id == tgt[r]) {
               p.target_logit[krow[r]] = v;
               p.target_raw[krow[r]] = x;

@@ -130,6 +130,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
     teacher_row[r].reset();
     zs[r] = 0.f;
   }
+  const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
@@ -160,6 +161,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
       const int mi = r >> 1, h = r & 1, k = row0 + acc_row<Cta>(mi, h);
       const bool row_ok = k < R.n_kept;
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+      const auto at = hooks.at_row(orig);
       float z[kCols], u[kCols];
       float zmax = neg_inf(), tmax = neg_inf();  // target excluded
 #pragma unroll
@@ -173,8 +175,8 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
             float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
             if (S.bias) x += to_float<kF16>(S.bias[row]);
             if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
-            float zv = Prog::kLogitIsIdentity ? x : Prog::logit_mod(args, x, orig, id);
-            float tv = Prog::kLogitIsIdentity ? xt : Prog::logit_mod(args, xt, orig, id);
+            float zv = at.mod(x, id);
+            float tv = at.mod(xt, id);
             if (id == tgt) {
               p.target_logit[k] = zv;
               p.target_raw[k] = x;

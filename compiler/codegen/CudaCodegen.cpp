@@ -199,83 +199,115 @@ struct HookSpec {
   std::string_view result;   // "bool", "float"
   std::string_view name;     // "mask_mod"
   std::string_view params;   // after `const TjArgs& a`
+  std::string_view call;     // the hook's own arguments after the parts: "b, h, q, kv"
 };
 
-void write_hook(std::string& out, const HookSpec& spec, const Expr& body, std::string_view file,
-                const std::unordered_map<std::string, std::string>& members) {
-  out += fmt::format("  // {} = {}\n", spec.comment, comment_text(body));
-  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a, {}) {{\n",
-                     spec.result, spec.name, spec.params);
-  out += fmt::format("#line 1 \"{}\"\n", file);
-  BodyWriter writer(out, members);
-  std::string value = writer.scope(body, 4);
-  out += fmt::format("    return {};\n  }}\n", value);
-}
-
-// An attention hook split into its q part, kv part and per-element rest (HookSplit.h): the
-// part structs (`<Part>Q`, `<Part>Kv`), the functions computing them (`<part>_q`, `<part>_kv`),
-// the hook reading them, and the hook of (b, h, q, kv) computing its own parts.
-struct SplitHookSpec {
-  HookSpec hook;           // as for write_hook; params end with "int b, int h, int q, int kv"
-  std::string_view part;   // "Mask"
-  std::string_view lower;  // "mask"
-  std::string_view call;   // the hook's arguments after the parts: "b, h, q, kv"
+// One part of a split hook as generated: `struct <name>`, the function computing it,
+// `static <name> <function>(const TjArgs& a<params>)`, and the hook's parameter
+// `const <name>& <arg>`.
+struct PartSpec {
+  std::string name;      // "MaskQ", "LogitConst"
+  std::string function;  // "mask_q", "logit_const"
+  std::string params;    // after `const TjArgs& a`: ", int b, int h, int q", "" or ", int row"
+  std::string call;      // its arguments: "a, b, h, q"
+  std::string arg;       // "qp"
 };
 
-void write_part(std::string& out, std::string_view struct_name, std::string_view function,
-                std::string_view position, const std::vector<Expr>& values,
-                const std::vector<Expr>& recips, std::string_view file,
+void write_part(std::string& out, const PartSpec& spec, const HookPart& part, std::string_view file,
                 const std::unordered_map<std::string, std::string>& members,
                 bool positions_bounded) {
-  out += fmt::format("  struct {} {{\n", struct_name);
-  for (size_t i = 0; i < values.size(); ++i)
-    out += fmt::format("    {} v{};  // {}\n", cuda::type_spelling(values[i].type()), i,
-                       comment_text(values[i]));
-  for (size_t i = 0; i < recips.size(); ++i)
-    out += fmt::format("    TjRecip r{};  // 1 / ({})\n", i, comment_text(recips[i]));
+  out += fmt::format("  struct {} {{\n", spec.name);
+  for (size_t i = 0; i < part.values.size(); ++i)
+    out += fmt::format("    {} v{};  // {}\n", cuda::type_spelling(part.values[i].type()), i,
+                       comment_text(part.values[i]));
+  for (size_t i = 0; i < part.recips.size(); ++i)
+    out += fmt::format("    TjRecip r{};  // 1 / ({})\n", i, comment_text(part.recips[i]));
   out += "  };\n";
-  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a, int b, int h, int {}) {{\n",
-                     struct_name, function, position);
+  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a{}) {{\n", spec.name,
+                     spec.function, spec.params);
   std::vector<std::string> fields;
-  if (!values.empty() || !recips.empty()) {
+  if (!part.values.empty() || !part.recips.empty()) {
     out += fmt::format("#line 1 \"{}\"\n", file);
     BodyWriter writer(out, members);
     writer.convert_small_ints(positions_bounded);
-    for (const Expr& v : values) fields.push_back(writer.scope(v, 4));
-    for (const Expr& r : recips) fields.push_back(fmt::format("tj_recip({})", writer.scope(r, 4)));
+    for (const Expr& v : part.values) fields.push_back(writer.scope(v, 4));
+    for (const Expr& r : part.recips)
+      fields.push_back(fmt::format("tj_recip({})", writer.scope(r, 4)));
   }
   out += fmt::format("    return {{{}}};\n  }}\n", fmt::join(fields, ", "));
 }
 
-void write_split_hook(std::string& out, const SplitHookSpec& spec, const Expr& body,
+// A hook split into parts and its per-element rest (HookSplit.h): the part structs and the
+// functions computing them, the hook reading them, and the hook of its own arguments alone,
+// computing its parts.
+void write_split_hook(std::string& out, const HookSpec& hook,
+                      const std::vector<std::pair<PartSpec, HookPart>>& parts, const Expr& body,
                       std::string_view file,
                       const std::unordered_map<std::string, std::string>& members,
                       bool positions_bounded) {
-  const HookSplit split = split_hook(body);
-  const std::string q_struct = fmt::format("{}Q", spec.part), kv_struct = fmt::format("{}Kv", spec.part);
-  out += fmt::format("  // {} = {}\n", spec.hook.comment, comment_text(body));
-  write_part(out, q_struct, fmt::format("{}_q", spec.lower), "q", split.q_values, split.q_recips,
-             file, members, positions_bounded);
-  write_part(out, kv_struct, fmt::format("{}_kv", spec.lower), "kv", split.kv_values,
-             split.kv_recips, file, members, positions_bounded);
-  out += fmt::format(
-      "  __device__ __forceinline__ static {} {}(const TjArgs& a, const {}& qp, const {}& kp, {}) "
-      "{{\n",
-      spec.hook.result, spec.hook.name, q_struct, kv_struct, spec.hook.params);
+  out += fmt::format("  // {} = {}\n", hook.comment, comment_text(body));
+  std::vector<std::string> part_params, part_calls;
+  for (const auto& [spec, part] : parts) {
+    write_part(out, spec, part, file, members, positions_bounded);
+    part_params.push_back(fmt::format("const {}& {}", spec.name, spec.arg));
+    part_calls.push_back(fmt::format("{}({})", spec.function, spec.call));
+  }
+  out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a, {}, {}) {{\n",
+                     hook.result, hook.name, fmt::join(part_params, ", "), hook.params);
   out += fmt::format("#line 1 \"{}\"\n", file);
   BodyWriter writer(out, members);
   writer.convert_small_ints(positions_bounded);
-  for (size_t i = 0; i < split.q_values.size(); ++i) writer.bind(split.q_values[i], fmt::format("qp.v{}", i));
-  for (size_t i = 0; i < split.kv_values.size(); ++i) writer.bind(split.kv_values[i], fmt::format("kp.v{}", i));
-  for (size_t i = 0; i < split.q_recips.size(); ++i) writer.bind_recip(split.q_recips[i], fmt::format("qp.r{}", i));
-  for (size_t i = 0; i < split.kv_recips.size(); ++i) writer.bind_recip(split.kv_recips[i], fmt::format("kp.r{}", i));
+  for (const auto& [spec, part] : parts) {
+    for (size_t i = 0; i < part.values.size(); ++i)
+      writer.bind(part.values[i], fmt::format("{}.v{}", spec.arg, i));
+    for (size_t i = 0; i < part.recips.size(); ++i)
+      writer.bind_recip(part.recips[i], fmt::format("{}.r{}", spec.arg, i));
+  }
   std::string value = writer.scope(body, 4);
   out += fmt::format("    return {};\n  }}\n", value);
   out += fmt::format(
       "  __device__ __forceinline__ static {} {}(const TjArgs& a, {}) {{\n"
-      "    return {}(a, {}_q(a, b, h, q), {}_kv(a, b, h, kv), {});\n  }}\n",
-      spec.hook.result, spec.hook.name, spec.hook.params, spec.hook.name, spec.lower, spec.lower,
-      spec.call);
+      "    return {}(a, {}, {});\n  }}\n",
+      hook.result, hook.name, hook.params, hook.name, fmt::join(part_calls, ", "), hook.call);
+}
+
+// An attention hook's parts (`<Part>Q`, `<Part>Kv`, computed by `<part>_q`, `<part>_kv`).
+PartSpec attention_q_part(std::string_view part, std::string_view lower) {
+  return {fmt::format("{}Q", part), fmt::format("{}_q", lower), ", int b, int h, int q",
+          "a, b, h, q", "qp"};
+}
+PartSpec attention_kv_part(std::string_view part, std::string_view lower) {
+  return {fmt::format("{}Kv", part), fmt::format("{}_kv", lower), ", int b, int h, int kv",
+          "a, b, h, kv", "kp"};
+}
+
+void write_attention_hook(std::string& out, const HookSpec& hook, std::string_view part,
+                          std::string_view lower, const Expr& body, std::string_view file,
+                          const std::unordered_map<std::string, std::string>& members,
+                          bool positions_bounded) {
+  HookSplit split = split_hook(body);
+  write_split_hook(out, hook,
+                   {{attention_q_part(part, lower), {split.q_values, split.q_recips}},
+                    {attention_kv_part(part, lower), {split.kv_values, split.kv_recips}}},
+                   body, file, members, positions_bounded);
+}
+
+// A loss hook's parts (`<Part>Const`, `<Part>Row`, computed by `<part>_const`, `<part>_row`).
+PartSpec loss_const_part(std::string_view part, std::string_view lower) {
+  return {fmt::format("{}Const", part), fmt::format("{}_const", lower), "", "a", "cp"};
+}
+PartSpec loss_row_part(std::string_view part, std::string_view lower) {
+  return {fmt::format("{}Row", part), fmt::format("{}_row", lower), ", int row", "a, row", "rp"};
+}
+
+void write_loss_hook(std::string& out, const HookSpec& hook, std::string_view part,
+                     std::string_view lower, const Expr& body, std::string_view file,
+                     const std::unordered_map<std::string, std::string>& members) {
+  LossHookSplit split = split_loss_hook(body);
+  write_split_hook(out, hook,
+                   {{loss_const_part(part, lower), std::move(split.constant)},
+                    {loss_row_part(part, lower), std::move(split.row)}},
+                   body, file, members, false);
 }
 
 std::string flag(std::string_view name, bool value) {
@@ -352,23 +384,20 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
   s += flag("kScoreIsIdentity", prog.score.op() == Op::Var && prog.score->name == var::score);
   s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
   s += '\n';
-  write_split_hook(s, {{"mask", "bool", "mask_mod", index_params}, "Mask", "mask", "b, h, q, kv"},
-                   prog.mask, file, members, positions_bounded);
+  write_attention_hook(s, {"mask", "bool", "mask_mod", index_params, "b, h, q, kv"}, "Mask", "mask",
+                       prog.mask, file, members, positions_bounded);
   s += '\n';
-  write_split_hook(s,
-                   {{"score", "float", "score_mod", score_params}, "Score", "score",
-                    "score, b, h, q, kv"},
-                   prog.score, file, members, positions_bounded);
+  write_attention_hook(s, {"score", "float", "score_mod", score_params, "score, b, h, q, kv"},
+                       "Score", "score", prog.score, file, members, positions_bounded);
   s += '\n';
   if (score_grad.defined()) {
-    write_split_hook(s,
-                     {{"d score / d score", "float", "score_grad", score_params}, "Grad", "grad",
-                      "score, b, h, q, kv"},
-                     score_grad, file, members, positions_bounded);
+    write_attention_hook(
+        s, {"d score / d score", "float", "score_grad", score_params, "score, b, h, q, kv"}, "Grad",
+        "grad", score_grad, file, members, positions_bounded);
   } else {  // kernels name score_grad's part types whether or not they differentiate
     s += "  // no score_grad in this module\n";
-    write_part(s, "GradQ", "grad_q", "q", {}, {}, file, members, false);
-    write_part(s, "GradKv", "grad_kv", "kv", {}, {}, file, members, false);
+    write_part(s, attention_q_part("Grad", "grad"), {}, file, members, false);
+    write_part(s, attention_kv_part("Grad", "grad"), {}, file, members, false);
   }
   s += "};\n";
   return s;
@@ -378,14 +407,21 @@ std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad) {
   auto members = member_names(arg_layout(prog));
   std::string file = line_file(prog.name);
   const std::string_view params = "float logit, int row, int id";
+  const std::string_view call = "logit, row, id";
   std::string s = "struct TjProgram {\n";
   s += flag("kLogitIsIdentity", prog.logit.op() == Op::Var && prog.logit->name == var::logit);
   s += flag("kLogitReadsBuffers", ir::reads_buffers(prog.logit));
   s += '\n';
-  write_hook(s, {"logit", "float", "logit_mod", params}, prog.logit, file, members);
+  write_loss_hook(s, {"logit", "float", "logit_mod", params, call}, "Logit", "logit", prog.logit,
+                  file, members);
+  s += '\n';
   if (logit_grad.defined()) {
-    s += '\n';
-    write_hook(s, {"d logit / d logit", "float", "logit_grad", params}, logit_grad, file, members);
+    write_loss_hook(s, {"d logit / d logit", "float", "logit_grad", params, call}, "Grad", "grad",
+                    logit_grad, file, members);
+  } else {  // kernels name logit_grad's part types whether or not they differentiate
+    s += "  // no logit_grad in this module\n";
+    write_part(s, loss_const_part("Grad", "grad"), {}, file, members, false);
+    write_part(s, loss_row_part("Grad", "grad"), {}, file, members, false);
   }
   s += "};\n";
   return s;

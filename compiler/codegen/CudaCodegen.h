@@ -17,7 +17,10 @@
 // Hook bodies are SSA temporaries in post-order over the expression DAG (a shared node is
 // computed once), one line per node, spelled from one table (CudaOps.h). Select arms are
 // emitted inside if/else, so a node only one arm needs, and any buffer read in it, is evaluated
-// only when that arm is taken. `#line` directives point back to the program.
+// only when that arm is taken. `#line` directives point back to the program. Each hook comes
+// split into parts that kernels compute once for many elements -- an attention hook's q and kv
+// parts, a loss hook's constant and row parts (HookSplit.h) -- and the rest reading them, plus
+// the hook of its own arguments alone, which computes its parts.
 #pragma once
 
 #include <string>

@@ -209,6 +209,47 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
     }
 }
 
+// Gemma 2's soft-cap `cap * tanh(logit / cap)` in the program modules, both tile loops, sm_90a
+// and sm_80: the division by cap is hoisted out of the per-logit hooks (the forward divides
+// nowhere; the gradient module only where its hooks' constant parts are computed, once per
+// thread: 1 / cap in logit_grad as lowered), and no entry point spills or keeps a stack frame.
+TEST(LinearCeCompile, SoftcapModulesHoistTheDivisionAndDoNotSpill) {
+  const LossProgram prog = loss_of(load_program(example("gemma2_softcap")));
+  const std::regex frame(
+      "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  const std::regex f32_division("\\bdiv\\.[a-z.]*f32\\b");
+  for (CeTileLoop loop : {CeTileLoop::Portable, CeTileLoop::Sm90})
+    for (LinearCeModule& m : linear_ce_modules(prog, DType::BF16, loop)) {
+      const LossModule module = m.source.module;
+      if (module != LossModule::Forward && module != LossModule::Gradient) continue;
+      for (const char* arch : {"sm_90a", "sm_80"}) {
+        std::vector<std::string> options = m.spec.options;
+        options.push_back("--ptxas-options=-v");
+        CompileResult r = nvrtc_compile({.program_name = m.source.cuda.file_name,
+                                         .source = m.spec.source,
+                                         .headers = m.spec.headers,
+                                         .options = options,
+                                         .arch = arch,
+                                         .want_ptx = true});
+        const std::string what = fmt::format("[{} {}]:\n{}", m.source.variant, arch, r.log);
+        const auto divisions = std::distance(
+            std::sregex_iterator(r.ptx.begin(), r.ptx.end(), f32_division), std::sregex_iterator());
+        if (module == LossModule::Forward)
+          EXPECT_EQ(divisions, 0) << "an f32 division in the forward: " << what;
+        else  // linear_ce_grad and linear_ce_target_grad: 1 / cap once each
+          EXPECT_LE(divisions, 2) << "f32 divisions per logit in the gradient: " << what;
+        EXPECT_NE(r.ptx.find("rcp.rn.f32"), std::string::npos) << "no reciprocal of cap: " << what;
+        int entries = 0;
+        for (auto f = std::sregex_iterator(r.log.begin(), r.log.end(), frame);
+             f != std::sregex_iterator(); ++f, ++entries)
+          EXPECT_TRUE((*f)[1] == "0" && (*f)[2] == "0" && (*f)[3] == "0")
+              << "an entry point spills or uses local memory:\n"
+              << what;
+        EXPECT_EQ(entries, static_cast<int>(m.source.entries.size())) << what;
+      }
+    }
+}
+
 TEST(LinearCeCompile, TeacherLayoutCutElsewhereIsRefusedClearly) {
   LossProgram prog = loss_of(load_program(example("distill")));
   prog.kl->teacher_segments = {{"lo", 0, 1000, "T_lo", ""}, {"hi", 1000, 248320, "T_hi", ""}};

@@ -1,5 +1,6 @@
 // Generated CUDA compared, text for text, with the checked-in goldens. Run with
 // TILEJIT_UPDATE_GOLDENS=1 to rewrite them after an intended change (and review the diff).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -55,6 +56,12 @@ TEST(CodegenGolden, LossHooks) {
   check_golden("loss_softcap_hooks.cu", generate_hooks(p, grad));
 }
 
+TEST(CodegenGolden, LossHookParts) {
+  Expr grad;
+  LossProgram p = golden_loss_row_temperature(&grad);
+  check_golden("loss_row_temperature_hooks.cu", generate_hooks(p, grad));
+}
+
 TEST(Codegen, EntryPointNamedByVariantAndHash) {
   Expr grad;
   AttentionProgram p = golden_doc_softcap(&grad);
@@ -91,6 +98,44 @@ TEST(Codegen, SelectArmsReadOnlyInsideTheirBranch) {
   size_t load = src.find("tj_load(a.doc", mask);
   ASSERT_NE(branch, std::string::npos);
   EXPECT_LT(branch, load) << src;
+}
+
+// The text of the generated function whose declaration starts with `signature`, to its end.
+std::string function_text(const std::string& src, const std::string& signature) {
+  size_t begin = src.find(signature);
+  if (begin == std::string::npos) return {};
+  size_t end = src.find("\n  }\n", begin);
+  return src.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// Divisions by a part's value happen in the parts, once: the per-logit hooks multiply by the
+// reciprocals, and the hooks of (logit, row, id) alone compute their parts first.
+TEST(Codegen, LossHooksDivideByPartsOnce) {
+  Expr grad;
+  LossProgram p = golden_loss_row_temperature(&grad);
+  const std::string src = generate_hooks(p, grad);
+  for (const char* hook : {"logit_mod", "logit_grad"}) {
+    const std::string parted =
+        function_text(src, fmt::format("static float {}(const TjArgs& a, const", hook));
+    ASSERT_FALSE(parted.empty()) << hook << " with parts is missing:\n" << src;
+    EXPECT_EQ(parted.find("tj_fdiv("), std::string::npos) << parted;
+    EXPECT_NE(parted.find("tj_fdiv_recip(logit, cp.r0)"), std::string::npos) << parted;
+    EXPECT_NE(parted.find(", rp.r0)"), std::string::npos) << parted;
+  }
+  EXPECT_NE(function_text(src, "static LogitConst logit_const(const TjArgs& a)")
+                .find("return {tj_recip(a.cap)};"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(function_text(src, "static LogitRow logit_row(const TjArgs& a, int row)")
+                .find("tj_load(a.temp, row)"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("return logit_mod(a, logit_const(a), logit_row(a, row), logit, row, id);"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("return logit_grad(a, grad_const(a), grad_row(a, row), logit, row, id);"),
+            std::string::npos)
+      << src;
 }
 
 TEST(Codegen, UnusableNamesAreRenamed) {

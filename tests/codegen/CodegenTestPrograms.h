@@ -68,4 +68,21 @@ inline LossProgram golden_loss_softcap(Expr* logit_grad) {
   return p;
 }
 
+// A loss program whose hooks have both parts: soft-capping (the constant part holds 1 / cap) with
+// a per-row temperature (the row part holds 1 / temp[row]).
+inline LossProgram golden_loss_row_temperature(Expr* logit_grad) {
+  using namespace dsl;
+  Param cap("cap", Type::F32);
+  Buffer temp("temp", ElemType::F32, {"N"});
+  LossProgram p;
+  p.name = "loss_row_temperature";
+  p.buffers = {{"temp", ElemType::F32, {"N"}}};
+  p.params = {{"cap", Type::F32}};
+  p.segments = {{.name = "base", .begin = 0, .end = 1000, .weight = "lm_head", .bias = ""}};
+  Expr t = tanh(logit / cap);
+  p.logit = cap * t / temp(row);
+  *logit_grad = (1.0 - t * t) / temp(row);
+  return p;
+}
+
 }  // namespace tilejit::testing

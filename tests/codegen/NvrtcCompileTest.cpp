@@ -109,21 +109,35 @@ TEST(NvrtcCompile, StandardPrograms) {
   for (const char* arch : kArchs) compile_all(jobs, arch);
 }
 
-// A loss program's hooks in a minimal kernel that calls both.
+// A loss program's hooks in a minimal kernel that calls both, as the loss kernels do (their parts
+// through linear_ce_hook_parts.cuh) and per logit alone.
 CudaSource loss_hooks_source(const LossProgram& p, const Expr& grad) {
   CudaSource s;
   s.entry = "tj_loss_hooks_check";
   s.file_name = fmt::format("loss_hooks_{}.cu", p.name);
-  s.headers = {"common.cuh"};
+  s.headers = {"common.cuh", "linear_ce_hook_parts.cuh"};
   s.layout = arg_layout(p);
-  s.source = "#include \"common.cuh\"\n" + generate_args_struct(s.layout) +
-             generate_hooks(p, grad) +
+  s.source = "#include \"common.cuh\"\n#include \"linear_ce_hook_parts.cuh\"\n" +
+             generate_args_struct(s.layout) + generate_hooks(p, grad) +
              "extern \"C\" __global__ void tj_loss_hooks_check(const __grid_constant__ TjArgs a, "
              "float* out) {\n"
-             "  out[threadIdx.x] = TjProgram::logit_mod(a, out[threadIdx.x], blockIdx.x, "
-             "threadIdx.x) + TjProgram::logit_grad(a, out[threadIdx.x], blockIdx.x, "
-             "threadIdx.x);\n}\n";
+             "  const tilejit_ce::LogitHooks<TjProgram, TjArgs, true> hooks(a);\n"
+             "  const auto at = hooks.at_row(blockIdx.x);\n"
+             "  const float x = out[threadIdx.x];\n"
+             "  out[threadIdx.x] = at.mod(x, threadIdx.x) + at.grad(x, threadIdx.x) +\n"
+             "      TjProgram::logit_mod(a, x, blockIdx.x, threadIdx.x) +\n"
+             "      TjProgram::logit_grad(a, x, blockIdx.x, threadIdx.x);\n}\n";
   return s;
+}
+
+TEST(NvrtcCompile, GoldenLossPrograms) {
+  std::vector<Job> jobs;
+  for (auto make : {golden_loss_softcap, golden_loss_row_temperature}) {
+    Expr grad;
+    LossProgram p = make(&grad);
+    jobs.push_back({p.name, loss_hooks_source(p, grad)});
+  }
+  for (const char* arch : kArchs) compile_all(jobs, arch);
 }
 
 TEST(NvrtcCompile, ExamplePrograms) {
