@@ -143,8 +143,8 @@ __device__ __forceinline__ void pin_acc(Acc& acc) {
 
 // gemm_loop's contract (ce_mma.cuh) on Hopper, each operand K-major or MN-major as there:
 // load(a_tile, b_tile, step) issues the cp.async copies of one step; after every `steps_per_tile`
-// steps tile_done(tile index, acc) consumes the accumulators (reading them only), which then
-// restart at zero. One difference: after the last tile_done the accumulators keep that tile's
+// steps tile_done(tile index, acc) consumes the accumulators (it may overwrite them), which then
+// restart at zero. One difference: after the last tile_done the accumulators keep what it left
 // values (gemm_loop zeroes them); callers with several tiles read them only in tile_done. `smem`
 // holds Cta::kSmemBytes, 1024-byte aligned.
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>

@@ -84,23 +84,46 @@ struct CeBwdParams {
 
 constexpr int kStageStride = kTileIds + 8;  // padded staging rows: conflict-free fragment stores
 
-// G's entry at (kept row k, id) from z = logit_mod(x), (KL) the teacher's modded logit tz and
-// lg = d logit_mod / d logit at the raw logit x.
-template <class Prog, bool kKl>
-__device__ __forceinline__ float grad_entry(const CeBwdParams& p, float z, float tz, float lg,
-                                            int k, bool is_target) {
-  float lse = p.lse[k];
-  float pr = fast_exp2((z - lse) * kLog2e);
-  float gd = pr * (p.prob_weight + 2.f * p.z_loss * lse) - (is_target ? p.target_weight : 0.f);
-  if (!(Prog::kLogitIsIdentity && p.weight_colsum)) gd -= p.uniform;
+// What G's entries of kept row k share: the kernel's coefficients (read once: a store could
+// alias them otherwise and they would be re-read per entry) and the row's lse, weights and (KL)
+// tempered lses.
+struct GradRowTerms {
+  float lse, prob_weight, target_weight, uniform, row_grad;
+  float kl_weight, inv_t, tempered_lse, teacher_lse;  // KL only
+};
+
+template <bool kKl>
+__device__ __forceinline__ GradRowTerms grad_row_terms(const CeBwdParams& p, int k) {
+  GradRowTerms t;
+  t.lse = p.lse[k];
+  t.prob_weight = p.prob_weight + 2.f * p.z_loss * t.lse;
+  t.target_weight = p.target_weight;
+  t.uniform = p.uniform;
+  t.row_grad = p.row_grad[k];
   if (kKl) {
-    const CeKlBackward& K = p.kl;
-    const float inv_t = K.teacher.inv_temperature;
-    float q = fast_exp2((z * inv_t - K.tempered_lse[k]) * kLog2e);
-    float pt = fast_exp2((tz * inv_t - K.teacher_lse[k]) * kLog2e);
-    gd += K.weight * (q - pt);
+    t.kl_weight = p.kl.weight;
+    t.inv_t = p.kl.teacher.inv_temperature;
+    t.tempered_lse = p.kl.tempered_lse[k];
+    t.teacher_lse = p.kl.teacher_lse[k];
   }
-  return p.row_grad[k] * gd * lg;
+  return t;
+}
+
+// G's entry at (kept row k, id) from its row's terms, z = logit_mod(x), (KL) the teacher's
+// modded logit tz and lg = d logit_mod / d logit at the raw logit x. `subtract_uniform`: the
+// smoothing term is not applied analytically (weight_colsum) for this program.
+template <bool kKl>
+__device__ __forceinline__ float grad_entry(const GradRowTerms& t, bool subtract_uniform, float z,
+                                            float tz, float lg, bool is_target) {
+  float pr = fast_exp2((z - t.lse) * kLog2e);
+  float gd = pr * t.prob_weight - (is_target ? t.target_weight : 0.f);
+  if (subtract_uniform) gd -= t.uniform;
+  if (kKl) {
+    float q = fast_exp2((z * t.inv_t - t.tempered_lse) * kLog2e);
+    float pt = fast_exp2((tz * t.inv_t - t.teacher_lse) * kLog2e);
+    gd += t.kl_weight * (q - pt);
+  }
+  return t.row_grad * gd * lg;
 }
 
 // Copies the staged 128 x 128 G tile to the staging buffer (16-byte stores).
@@ -185,40 +208,49 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   if (Cta::kWgmma && !__syncthreads_or(1)) return;
 
   // The hooks' constant parts once, after the products (no registers held across their loop);
-  // their row parts once per row.
+  // their row parts and the row's terms once per row; the segment's fields in registers (read
+  // through S per entry they would be re-read after every store).
   const LogitHooks<Prog, Args, true> hooks(args);
+  const bool subtract_uniform = !(Prog::kLogitIsIdentity && p.weight_colsum);
+  const int* const order = S.order;
+  const u16* const bias = S.bias;
+  const u16* const teacher_bias = kKl ? T.layout.seg[s].bias : nullptr;
+  const int seg_begin = S.begin;
+  const int col0 = lbase + Cta::col(0);  // this thread's column ni * 8 + e is col0 + ni * 8 + e
+  const int cols_in = S.size - col0;     // ... in range when ni * 8 + e < cols_in
 #pragma unroll
   for (int mi = 0; mi < Cta::kMI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int r = Cta::row(mi, h), k = row0 + r;
-      bool row_ok = k < R.n_kept;
-      int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+      const int r = Cta::row(mi, h), k = row0 + r;
+      const bool row_ok = k < R.n_kept;
+      const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
+      const GradRowTerms terms = grad_row_terms<kKl>(p, row_ok ? k : 0);
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
-        int col = Cta::col(ni);
         float g2[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int pos = lbase + col + e;
+          const int c = ni * 8 + e;
           g2[e] = 0.f;
-          if (row_ok && pos < S.size) {
-            int row = seg_row(S, pos), id = S.begin + row;
+          if (row_ok && c < cols_in) {
+            const int pos = col0 + c;
+            const int wrow = order ? order[pos] : pos, id = seg_begin + wrow;
             float x = acc[mi][ni][h * 2 + e];
-            if (S.bias) x += to_float<kF16>(S.bias[row]);
-            float z = at.mod(x, id);
+            if (bias) x += to_float<kF16>(bias[wrow]);
+            const float z = at.mod(x, id);
             float tz = 0.f;
             if (kKl) {
-              const CeSegment& TS = T.layout.seg[s];
               float xt = teacher[mi][ni][h * 2 + e];
-              if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
+              if (teacher_bias) xt += to_float<kF16>(teacher_bias[wrow]);
               tz = at.mod(xt, id);
             }
-            g2[e] = grad_entry<Prog, kKl>(p, z, tz, at.grad(x, id), k, id == tgt);
+            g2[e] = grad_entry<kKl>(terms, subtract_uniform, z, tz, at.grad(x, id), id == tgt);
           }
         }
-        *reinterpret_cast<u32*>(stage + r * kStageStride + col) = pack2<kF16>(g2[0], g2[1]);
+        *reinterpret_cast<u32*>(stage + r * kStageStride + Cta::col(ni)) =
+            pack2<kF16>(g2[0], g2[1]);
       }
     }
   __syncthreads();
@@ -235,7 +267,9 @@ __device__ __forceinline__ void linear_ce_target_grad(const Args& args, const Ce
   p.target_slot[k] = id_slot(p.layout, id);
   const float tz = kKl ? p.kl.teacher_target_logit[k] : 0.f;
   const float lg = LogitHooks<Prog, Args, true>(args).at_row(orig).grad(p.target_raw[k], id);
-  p.target_grad[k] = grad_entry<Prog, kKl>(p, p.target_logit[k], tz, lg, k, true);
+  p.target_grad[k] = grad_entry<kKl>(grad_row_terms<kKl>(p, k),
+                                     !(Prog::kLogitIsIdentity && p.weight_colsum),
+                                     p.target_logit[k], tz, lg, true);
 }
 
 // ---- target corrections ----------------------------------------------------------------------

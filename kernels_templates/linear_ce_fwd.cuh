@@ -116,56 +116,119 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     load_kmajor<kTileIds, Cta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
   };
 
+  // The epilogue of a vocabulary tile. Everything that depends on the column alone (in range, weight
+  // row, id, bias) is computed once per column for all the thread's rows; the segment's fields
+  // are read into registers once per tile (a store may alias them otherwise and they would be
+  // re-read per logit); the hook runs on every logit without a branch (hooks are total) and the
+  // in-range select only on a segment's last, partial tile; rows past the kept ones compute
+  // values nobody stores. The target is found by position (its column in this tile, from the
+  // segment's rank): the few threads holding it store it and take it out of its tile_max part
+  // apart from the per-logit work. The logits overwrite the accumulators, which the next tile's
+  // first products overwrite in turn.
   auto tile_done = [&](int ti, typename Cta::Acc& acc) {
-    int tile = t_begin + ti;
+    const int tile = t_begin + ti;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
-    int lbase = (tile - S.first_tile) * kTileIds;
+    const int* const order = S.order;
+    const u16* const bias = S.bias;
+    const int seg_begin = S.begin, seg_size = S.size;
+    const int lbase = (tile - S.first_tile) * kTileIds;
+    const int col0 = lbase + Cta::col(0);  // this thread's column ni * 8 + e is col0 + ni * 8 + e
+    const int cols_in = seg_size - col0;    // ... in range when ni * 8 + e < cols_in
+    typename LogitHooks<Prog, Args, false>::Row at[kRows];
+    float zmax[kRows], tmax[kRows][kParts];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      at[r] = hooks.at_row(orig[r]);
+      zmax[r] = neg_inf();
+#pragma unroll
+      for (int q = 0; q < kParts; ++q) tmax[r][q] = neg_inf();
+    }
+    auto logits = [&](bool partial) {  // inlined twice: partial is a constant in each
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = ni * 8 + e;
+          const bool col_ok = !partial || c < cols_in;
+          const int pos = col0 + c;
+          const int wrow = col_ok && order ? order[pos] : pos, id = seg_begin + wrow;
+          const float b = col_ok && bias ? to_float<kF16>(bias[wrow]) : 0.f;
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            float& a = acc[r >> 1][ni][(r & 1) * 2 + e];
+            const float mod = at[r].mod(a + b, id);
+            const float v = col_ok ? mod : neg_inf();
+            tmax[r][ni / kNIPart] = fmaxf(tmax[r][ni / kNIPart], v);
+            zmax[r] = fmaxf(zmax[r], v);
+            a = v;
+          }
+        }
+    };
+    // The target of each row: its column relative to col0 when this thread holds it. Read
+    // before the logits overwrite the accumulators.
+    int tcol[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int rel = tgt[r] - seg_begin;
+      tcol[r] = -1;
+      if (krow[r] < R.n_kept && rel >= 0 && rel < seg_size) {
+        const int c = seg_position(S, rel) - col0;
+        if (c >= 0 && c < 8 * Cta::kNI && (c & 7) < 2) {
+          tcol[r] = c;
+          float x = 0.f;
+#pragma unroll
+          for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (ni * 8 + e == c) x = acc[r >> 1][ni][(r & 1) * 2 + e];
+          if (bias) x += to_float<kF16>(bias[rel]);
+          p.target_logit[krow[r]] = at[r].mod(x, tgt[r]);
+          p.target_raw[krow[r]] = x;
+        }
+      }
+    }
+    if (cols_in >= 8 * Cta::kNI)
+      logits(false);
+    else
+      logits(true);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int mi = r >> 1, h = r & 1;
-      float z[2 * Cta::kNI];
-      float tmax[kParts], zmax = neg_inf();
-      bool row_ok = krow[r] < R.n_kept;
-      const auto at = hooks.at_row(orig[r]);
+      if (tcol[r] >= 0 && p.tile_max) {  // the target's part without it
+        float t = neg_inf();
 #pragma unroll
-      for (int ni = 0; ni < Cta::kNI; ++ni) {
-        if (ni % kNIPart == 0) tmax[ni / kNIPart] = neg_inf();
+        for (int ni = 0; ni < Cta::kNI; ++ni)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int pos = lbase + Cta::col(ni) + e;
-          float v = neg_inf();
-          if (row_ok && pos < S.size) {
-            int row = seg_row(S, pos), id = S.begin + row;
-            float x = acc[mi][ni][h * 2 + e];
-            if (S.bias) x += to_float<kF16>(S.bias[row]);
-            v = at.mod(x, id);
-            if (id == tgt[r]) {
-              p.target_logit[krow[r]] = v;
-              p.target_raw[krow[r]] = x;
-            } else {
-              tmax[ni / kNIPart] = fmaxf(tmax[ni / kNIPart], v);
-            }
-            if (p.part_zsum) zs[r] += v;
-          }
-          z[ni * 2 + e] = v;
-          zmax = fmaxf(zmax, v);
-        }
+          for (int e = 0; e < 2; ++e)
+            if (ni / kNIPart == tcol[r] / 8 / kNIPart && ni * 8 + e != tcol[r])
+              t = fmaxf(t, acc[mi][ni][h * 2 + e]);
+#pragma unroll
+        for (int q = 0; q < kParts; ++q) tmax[r][q] = q == tcol[r] / 8 / kNIPart ? t : tmax[r][q];
       }
-      float mn = fmaxf(m[r], zmax);
+      if (p.part_zsum)  // label smoothing: the sum of the row's logits in range
+#pragma unroll
+        for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (ni * 8 + e < cols_in) zs[r] += acc[mi][ni][h * 2 + e];
+      const float mn = fmaxf(m[r], zmax[r]);
       if (mn != neg_inf()) {
         float acc_s = 0.f, mn2 = mn * kLog2e;
 #pragma unroll
-        for (int j = 0; j < 2 * Cta::kNI; ++j) acc_s += fast_exp2(fmaf(z[j], kLog2e, -mn2));
+        for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            acc_s += fast_exp2(fmaf(acc[mi][ni][h * 2 + e], kLog2e, -mn2));
         s[r] = s[r] * fast_exp2((m[r] - mn) * kLog2e) + acc_s;
         m[r] = mn;
       }
       if (p.tile_max) {  // a part's 64 columns: across the quad, then one lane stores
 #pragma unroll
         for (int q = 0; q < kParts; ++q) {
-          float t = tmax[q];
+          float t = tmax[r][q];
           t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 1));
           t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 2));
-          if ((lane & 3) == 0 && row_ok)
+          if ((lane & 3) == 0 && krow[r] < R.n_kept)
             p.tile_max[((long long)tile * kTileMaxParts + part0 + q) * R.n_kept + krow[r]] =
                 bf16_bits_rounded_up(t);
         }

@@ -108,9 +108,10 @@ template <class Prog, class Args, bool kGrad>
 struct LogitHooks {
   using H = LogitHookParts<Prog>;
 
+  // Default-constructible (kernels keep an array of rows); use only what at_row returned.
   struct Row {
-    const LogitHooks& hooks;
-    int row;
+    const LogitHooks* hooks = nullptr;
+    int row = 0;
     typename H::LogitRow mod_part;
     typename H::GradRow grad_part;
 
@@ -119,7 +120,7 @@ struct LogitHooks {
       if constexpr (Prog::kLogitIsIdentity)
         return x;
       else
-        return H::mod(hooks.args, hooks.mod_const, mod_part, x, row, id);
+        return H::mod(hooks->args, hooks->mod_const, mod_part, x, row, id);
     }
     // d logit_mod / d logit at (x, row, id): 1 for an identity logit_mod.
     __device__ __forceinline__ float grad(float x, int id) const {
@@ -127,7 +128,7 @@ struct LogitHooks {
       if constexpr (Prog::kLogitIsIdentity)
         return 1.f;
       else
-        return H::grad(hooks.args, hooks.grad_const, grad_part, x, row, id);
+        return H::grad(hooks->args, hooks->grad_const, grad_part, x, row, id);
     }
   };
 
@@ -143,7 +144,9 @@ struct LogitHooks {
   }
 
   __device__ __forceinline__ Row at_row(int row) const {
-    Row r{*this, row, {}, {}};
+    Row r;
+    r.hooks = this;
+    r.row = row;
     if constexpr (!Prog::kLogitIsIdentity) {
       r.mod_part = H::logit_row(args, row);
       if constexpr (kGrad) r.grad_part = H::grad_row(args, row);
