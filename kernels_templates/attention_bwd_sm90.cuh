@@ -231,12 +231,18 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     const BwdSm90Tile tile{sh, scale_log2, b, st.head, row0, st.q0 + col};
     const bool full = cls == kBwdFull || (empty && Prog::kScoreIsIdentity);
     const bool interior = kv_interior && st.q0 + kQ <= sh.seq_q;
+    // The hooks' parts while S^T and dP^T are computed: the two kv rows', the q columns' one per
+    // lane (the mask's only on a partial step).
+    KvParts<Prog, !Prog::kMaskIsTrue, true> kp[2];
+    QParts<Prog, !Prog::kMaskIsTrue, true> held[kQ / 32];
+    compute_parts(kp, args, b, st.head, row0, 8);
+    compute_held_columns(held, args, b, st.head, st.q0, !full);
     if constexpr (kFusedElements) {
       wgmma_wait<0>();  // S^T and dP^T have landed
       pin_registers(s);
       pin_registers(dp);
       attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
-                                                            interior, lse2, delta);
+                                                            interior, kp, held, lse2, delta);
       wgmma_fence();
       attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
       wgmma_commit();
@@ -244,7 +250,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
       pin_registers(s);
       attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
-                                                             interior, lse2, delta);
+                                                             interior, kp, held, lse2, delta);
       wgmma_fence();
       attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
       wgmma_commit();

@@ -1,7 +1,7 @@
 // The element passes of the Hopper attention backward (attention_bwd_sm90.cuh): P^T and dS^T
 // from S^T and dP^T in a consumer's accumulator layout, with the program's hooks (mask_mod,
-// score_mod, score_grad, computed from their q and kv parts: hook_parts.cuh) as the portable
-// kernel's apply_bwd applies them.
+// score_mod, score_grad, computed from their q and kv parts, which the caller prepares while
+// the products run: hook_parts.cuh) as the portable kernel's apply_bwd applies them.
 #pragma once
 
 #include "attention_bwd.cuh"
@@ -23,20 +23,17 @@ struct BwdSm90Tile {
 //     dP^T is still being computed.
 //   gradients: dS = (P * score_grad) * (dP - delta) into f.
 // lse2(n, c) is the log2-domain lse of the element's column, delta(n, c) its delta.
+// kp: the hooks' parts of the two kv rows; col_parts(n).at[j]: those of q column
+// col0 + 8 n + j (hook_parts.cuh; they may hold more than this pass reads).
 template <class Prog, class Args, class T, bool kMask, bool kBounds, bool kFused, int kN,
-          class Lse2, class Delta>
-__device__ __forceinline__ void attn_bwd_sm90_probabilities(float (&s)[kN][4], float (&dp)[kN][4],
-                                                            unsigned (&p)[kN / 2][4],
-                                                            unsigned (&f)[kN / 2][4],
-                                                            const Args& args, const BwdSm90Tile& t,
-                                                            Lse2 lse2, Delta delta) {
-  // The hooks' parts (hook_parts.cuh): the two kv rows once, each q column once for both.
-  KvParts<Prog, kMask, true> kp[2];
-  compute_parts(kp, args, t.b, t.h, t.row0, 8);
+          class RowParts, class ColPartsOf, class Lse2, class Delta>
+__device__ __forceinline__ void attn_bwd_sm90_probabilities(
+    float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
+    const Args& args, const BwdSm90Tile& t, const RowParts (&kp)[2], ColPartsOf col_parts,
+    Lse2 lse2, Delta delta) {
 #pragma unroll
   for (int n = 0; n < kN; ++n) {
-    QParts<Prog, kMask, true> qp[2];
-    compute_parts(qp, args, t.b, t.h, t.col0 + n * 8, 1);
+    const auto& qp = col_parts(n).at;
     float pr[4], ds[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
@@ -78,20 +75,27 @@ __device__ __forceinline__ void attn_bwd_sm90_gradients(float (&dp)[kN][4],
   }
 }
 
-// The cheapest variant of the probabilities pass, as tile_bwd picks for the portable kernel.
-template <class Prog, class Args, class T, bool kFused, int kN, class Lse2, class Delta>
+// The cheapest variant of the probabilities pass, as tile_bwd picks for the portable kernel, on
+// the parts its caller computed: held[i] = the q columns' (col0 - 2 t) + lane + 32 i, with the
+// mask's when the tile is not full (compute_held_columns, hook_parts.cuh).
+template <class Prog, class Args, class T, bool kFused, int kN, class RowParts, class ColParts,
+          int kHeld, class Lse2, class Delta>
 __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
     float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
-    const Args& args, const BwdSm90Tile& t, bool full, bool interior, Lse2 lse2, Delta delta) {
+    const Args& args, const BwdSm90Tile& t, bool full, bool interior, const RowParts (&kp)[2],
+    const ColParts (&held)[kHeld], Lse2 lse2, Delta delta) {
+  static_assert(kN == 4 * kHeld, "32 columns per held part");
+  const WarpHeldColumns<ColParts, false, kHeld> values{held};
+  const WarpHeldColumns<ColParts, true, kHeld> all{held};
   if (full && interior)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, lse2,
-                                                                     delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, kp,
+                                                                     values, lse2, delta);
   else if (full || Prog::kMaskIsTrue)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kFused>(s, dp, p, f, args, t, lse2,
-                                                                    delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kFused>(s, dp, p, f, args, t, kp,
+                                                                    values, lse2, delta);
   else
-    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kFused>(s, dp, p, f, args, t, lse2,
-                                                                   delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kFused>(s, dp, p, f, args, t, kp,
+                                                                   all, lse2, delta);
 }
 
 }  // namespace tjk

@@ -287,23 +287,6 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
-// The column parts of an m64 x 128 step for the element pass (logits_from_parts' col_parts):
-// lane l holds columns kv0 + l + 32 i in held[i]; column group n (columns 8 n + 2 t + j, t the
-// lane's quad index) is in held[n / 4] of lane 8 (n % 4) + 2 t + j. The mask's parts are read
-// only when kWithMask (on a full step they were not computed).
-template <class Parts, bool kWithMask>
-struct WarpHeldColumns {
-  const Parts (&held)[4];
-  int lane;
-  __device__ __forceinline__ PartsPair<Parts> operator()(int n) const {
-    PartsPair<Parts> pp;
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      pp.at[j] = shuffle_parts<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * (lane & 3) + j);
-    return pp;
-  }
-};
-
 // Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
 // epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
 constexpr int kSchedBarrier = 1;     // + consumer index
@@ -353,23 +336,16 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   OnlineSoftmax<1> sm;
   sm.init();
 
-  // The hooks' parts (hook_parts.cuh): the rows' once per item; a step's columns' by
-  // column_parts before its S has landed, so their loads (a document id per column) overlap the
-  // product -- the mask's only on a partial step. Lane l computes columns kv0 + l + 32 i (one
-  // load each instead of one per column a thread holds) and the element pass shuffles them
-  // (WarpHeldColumns).
+  // The hooks' parts (hook_parts.cuh): the rows' once per item; a step's columns' before its S
+  // lands, so their loads (a document id per column) overlap the product -- the mask's only
+  // on a partial step -- one per lane, shuffled to the element pass (compute_held_columns).
   constexpr bool kAnyMask = !Prog::kMaskIsTrue;
   using ColParts = KvParts<Prog, kAnyMask, false>;
   QParts<Prog, kAnyMask, false> rp[1][2];
   ColParts held[4];
   compute_parts(rp[0], args, b, h, row0, 8);
   auto column_parts = [&](const KvStep& st) {
-    const int kv = st.tile * kAttnBlockKV + lane;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) held[i].compute_values(args, b, h, kv + 32 * i);
-    if (!st.full)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) held[i].compute_mask(args, b, h, kv + 32 * i);
+    compute_held_columns(held, args, b, h, st.tile * kAttnBlockKV, !st.full);
   };
   // The score pipeline and softmax of a step's S; alpha rescales O's rows.
   auto scores = [&](const KvStep& st, float(&alpha)[2]) {
@@ -379,8 +355,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     step_shape.seq_kv = sh.seq_kv < step_end ? sh.seq_kv : step_end;
     const int col0 = kv0 + 2 * (lane & 3);
     // tile_logits's three element passes (attention_fwd.cuh), on the parts computed above.
-    const WarpHeldColumns<ColParts, false> values{held, lane};
-    const WarpHeldColumns<ColParts, true> all{held, lane};
+    const WarpHeldColumns<ColParts, false, 4> values{held};
+    const WarpHeldColumns<ColParts, true, 4> all{held};
     if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv)
       logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
                                                          row0, col0, rp, values);

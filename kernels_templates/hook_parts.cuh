@@ -202,6 +202,37 @@ struct PartsPair {
   Parts at[2];
 };
 
+// The column parts of an accumulator tile of 32 kHeld columns from `first`, computed one per
+// lane and shuffled to the element pass (logits_from_parts' col_parts): lane l computes columns
+// first + l + 32 i into held[i] (compute_held_columns, before the tile's product lands, so the
+// loads a part needs overlap it: one per lane instead of one per column a thread holds); column
+// group n of the pass (columns 8 n + 2 t + j, t = lane % 4) is in held[n / 4] of lane
+// 8 (n % 4) + 2 t + j. The mask's parts are computed and read only when
+// asked (a full tile needs none).
+template <class Parts, int kHeld, class Args>
+__device__ __forceinline__ void compute_held_columns(Parts (&held)[kHeld], const Args& args,
+                                                     int b, int h, int first, bool with_mask) {
+  const int col = first + (threadIdx.x & 31);
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) held[i].compute_values(args, b, h, col + 32 * i);
+  if (with_mask)
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) held[i].compute_mask(args, b, h, col + 32 * i);
+}
+
+template <class Parts, bool kWithMask, int kHeld>
+struct WarpHeldColumns {
+  const Parts (&held)[kHeld];
+  __device__ __forceinline__ PartsPair<Parts> operator()(int n) const {
+    const int t = threadIdx.x & 3;
+    PartsPair<Parts> pp;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      pp.at[j] = shuffle_parts<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * t + j);
+    return pp;
+  }
+};
+
 template <class Prog, bool kMask, bool kGrad>
 using QParts = PositionParts<Prog, kMask, kGrad, false>;
 template <class Prog, bool kMask, bool kGrad>
