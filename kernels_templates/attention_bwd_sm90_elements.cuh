@@ -85,8 +85,9 @@ __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
     const Args& args, const BwdSm90Tile& t, bool full, bool interior, const RowParts (&kp)[2],
     const ColParts (&held)[kHeld], Lse2 lse2, Delta delta) {
   static_assert(kN == 4 * kHeld, "32 columns per held part");
-  const WarpHeldColumns<ColParts, false, kHeld> values{held};
-  const WarpHeldColumns<ColParts, true, kHeld> all{held};
+  const int first = t.col0 - 2 * (threadIdx.x & 3);  // the step's first q
+  const WarpHeldColumns<ColParts, false, kHeld, Args> values{held, args, t.b, t.h, first};
+  const WarpHeldColumns<ColParts, true, kHeld, Args> all{held, args, t.b, t.h, first};
   if (full && interior)
     attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, kp,
                                                                      values, lse2, delta);

@@ -355,8 +355,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     step_shape.seq_kv = sh.seq_kv < step_end ? sh.seq_kv : step_end;
     const int col0 = kv0 + 2 * (lane & 3);
     // tile_logits's three element passes (attention_fwd.cuh), on the parts computed above.
-    const WarpHeldColumns<ColParts, false, 4> values{held};
-    const WarpHeldColumns<ColParts, true, 4> all{held};
+    const WarpHeldColumns<ColParts, false, 4, Args> values{held, args, b, h, kv0};
+    const WarpHeldColumns<ColParts, true, 4, Args> all{held, args, b, h, kv0};
     if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv)
       logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
                                                          row0, col0, rp, values);

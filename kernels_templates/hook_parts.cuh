@@ -34,6 +34,18 @@ struct HookPartPick<false, A, B> {
   using type = B;
 };
 
+// Whether a part reads buffers per position (the generator marks it `kGathers`): such parts are
+// worth computing once per lane and sharing (compute_held_columns); others, arithmetic or
+// per-batch values, are cheaper computed where they are used.
+template <class T, class = void>
+struct PartGathers {
+  static constexpr bool value = false;
+};
+template <class T>
+struct PartGathers<T, typename HookPartsVoid<decltype(T::kGathers)>::type> {
+  static constexpr bool value = T::kGathers;
+};
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -136,26 +148,39 @@ struct PositionParts {
   typename HookPartPick<kIsKv, typename H::ScoreKv, typename H::ScoreQ>::type score;
   typename HookPartPick<kIsKv, typename H::GradKv, typename H::GradQ>::type grad;
 
+  // Which members compute_mask / compute_values compute: all, only those that read buffers per
+  // position (PartGathers), or only the others.
+  static constexpr int kAll = 0, kGathering = 1, kLocal = 2;
+  template <class T, int kWhich>
+  __device__ static constexpr bool wanted() {
+    return kWhich == kAll || (kWhich == kGathering) == PartGathers<T>::value;
+  }
+
   template <class Args>
   __device__ __forceinline__ void compute(const Args& a, int b, int h, int pos) {
     compute_mask(a, b, h, pos);
     compute_values(a, b, h, pos);
   }
   // The mask's part alone, for a caller that knows only at run time whether a tile needs it.
-  template <class Args>
+  template <int kWhich = kAll, class Args>
   __device__ __forceinline__ void compute_mask(const Args& a, int b, int h, int pos) {
-    if constexpr (kMask && kIsKv) mask = H::mask_kv(a, b, h, pos);
-    if constexpr (kMask && !kIsKv) mask = H::mask_q(a, b, h, pos);
+    if constexpr (kMask && wanted<decltype(mask), kWhich>()) {
+      if constexpr (kIsKv)
+        mask = H::mask_kv(a, b, h, pos);
+      else
+        mask = H::mask_q(a, b, h, pos);
+    }
   }
   // score_mod's and score_grad's parts.
-  template <class Args>
+  template <int kWhich = kAll, class Args>
   __device__ __forceinline__ void compute_values(const Args& a, int b, int h, int pos) {
     if constexpr (kIsKv) {
-      if constexpr (kScore) score = H::score_kv(a, b, h, pos);
-      if constexpr (kGradient) grad = H::grad_kv(a, b, h, pos);
+      if constexpr (kScore && wanted<decltype(score), kWhich>())
+        score = H::score_kv(a, b, h, pos);
+      if constexpr (kGradient && wanted<decltype(grad), kWhich>()) grad = H::grad_kv(a, b, h, pos);
     } else {
-      if constexpr (kScore) score = H::score_q(a, b, h, pos);
-      if constexpr (kGradient) grad = H::grad_q(a, b, h, pos);
+      if constexpr (kScore && wanted<decltype(score), kWhich>()) score = H::score_q(a, b, h, pos);
+      if constexpr (kGradient && wanted<decltype(grad), kWhich>()) grad = H::grad_q(a, b, h, pos);
     }
   }
 };
@@ -186,13 +211,18 @@ __device__ __forceinline__ T shuffle_part(const T& v, int src) {
   }
 }
 
-// The parts of lane `src` (shuffle_part): the mask's only when kWithMask.
-template <bool kWithMask, class Parts>
-__device__ __forceinline__ Parts shuffle_parts(const Parts& p, int src) {
+// The parts at position `pos`: those that gather (PartGathers) as lane `src` holds them in
+// `held` (shuffle_part), the others computed here; the mask's only when kWithMask.
+template <bool kWithMask, class Parts, class Args>
+__device__ __forceinline__ Parts parts_from_lane(const Parts& held, int src, const Args& args,
+                                                 int b, int h, int pos) {
   Parts out;
-  if constexpr (kWithMask) out.mask = shuffle_part(p.mask, src);
-  out.score = shuffle_part(p.score, src);
-  out.grad = shuffle_part(p.grad, src);
+  if constexpr (kWithMask && PartGathers<decltype(out.mask)>::value)
+    out.mask = shuffle_part(held.mask, src);
+  if constexpr (PartGathers<decltype(out.score)>::value) out.score = shuffle_part(held.score, src);
+  if constexpr (PartGathers<decltype(out.grad)>::value) out.grad = shuffle_part(held.grad, src);
+  if constexpr (kWithMask) out.template compute_mask<Parts::kLocal>(args, b, h, pos);
+  out.template compute_values<Parts::kLocal>(args, b, h, pos);
   return out;
 }
 
@@ -202,33 +232,39 @@ struct PartsPair {
   Parts at[2];
 };
 
-// The column parts of an accumulator tile of 32 kHeld columns from `first`, computed one per
-// lane and shuffled to the element pass (logits_from_parts' col_parts): lane l computes columns
-// first + l + 32 i into held[i] (compute_held_columns, before the tile's product lands, so the
-// loads a part needs overlap it: one per lane instead of one per column a thread holds); column
-// group n of the pass (columns 8 n + 2 t + j, t = lane % 4) is in held[n / 4] of lane
-// 8 (n % 4) + 2 t + j. The mask's parts are computed and read only when
-// asked (a full tile needs none).
+// The column parts of an accumulator tile of 32 kHeld columns from `first` (logits_from_parts'
+// col_parts). Parts that read buffers per column (a document id) are computed one per lane
+// before the tile's product lands -- lane l computes column first + l + 32 i into held[i]
+// (compute_held_columns), so the loads overlap the product and number one per lane instead of
+// one per column a thread holds -- and shuffled to the element pass: column group n (columns
+// 8 n + 2 t + j, t = lane % 4) is in held[n / 4] of lane 8 (n % 4) + 2 t + j. The other parts
+// are computed per column there, as apply_logits does. The mask's parts are computed and read
+// only when asked (a full tile needs none).
 template <class Parts, int kHeld, class Args>
 __device__ __forceinline__ void compute_held_columns(Parts (&held)[kHeld], const Args& args,
                                                      int b, int h, int first, bool with_mask) {
   const int col = first + (threadIdx.x & 31);
 #pragma unroll
-  for (int i = 0; i < kHeld; ++i) held[i].compute_values(args, b, h, col + 32 * i);
+  for (int i = 0; i < kHeld; ++i)
+    held[i].template compute_values<Parts::kGathering>(args, b, h, col + 32 * i);
   if (with_mask)
 #pragma unroll
-    for (int i = 0; i < kHeld; ++i) held[i].compute_mask(args, b, h, col + 32 * i);
+    for (int i = 0; i < kHeld; ++i)
+      held[i].template compute_mask<Parts::kGathering>(args, b, h, col + 32 * i);
 }
 
-template <class Parts, bool kWithMask, int kHeld>
+template <class Parts, bool kWithMask, int kHeld, class Args>
 struct WarpHeldColumns {
   const Parts (&held)[kHeld];
+  const Args& args;
+  int b, h, first;
   __device__ __forceinline__ PartsPair<Parts> operator()(int n) const {
     const int t = threadIdx.x & 3;
     PartsPair<Parts> pp;
 #pragma unroll
     for (int j = 0; j < 2; ++j)
-      pp.at[j] = shuffle_parts<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * t + j);
+      pp.at[j] = parts_from_lane<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * t + j, args, b, h,
+                                            first + 8 * n + 2 * t + j);
     return pp;
   }
 };

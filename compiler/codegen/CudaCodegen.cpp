@@ -211,7 +211,21 @@ struct PartSpec {
   std::string params;    // after `const TjArgs& a`: ", int b, int h, int q", "" or ", int row"
   std::string call;      // its arguments: "a, b, h, q"
   std::string arg;       // "qp"
+  std::string position;  // the variable a part is computed per ("q", "kv"), "" for loss parts
 };
+
+// Whether `e` reads a buffer at an index that depends on variable `var` (a document id per
+// position, not a per-batch length): a kernel computes such a part once per lane and shares it
+// rather than once per position a thread holds (kernels_templates/hook_parts.cuh).
+bool gathers_by(const Expr& e, std::string_view var) {
+  if (e.op() == Op::Load) {
+    for (size_t i = 0; i < e.num_args(); ++i)
+      if (ir::uses_var(e.arg(i), var)) return true;
+  }
+  for (size_t i = 0; i < e.num_args(); ++i)
+    if (gathers_by(e.arg(i), var)) return true;
+  return false;
+}
 
 void write_part(std::string& out, const PartSpec& spec, const HookPart& part, std::string_view file,
                 const std::unordered_map<std::string, std::string>& members,
@@ -222,6 +236,13 @@ void write_part(std::string& out, const PartSpec& spec, const HookPart& part, st
                        comment_text(part.values[i]));
   for (size_t i = 0; i < part.recips.size(); ++i)
     out += fmt::format("    TjRecip r{};  // 1 / ({})\n", i, comment_text(part.recips[i]));
+  bool gathers = false;
+  for (const auto* list : {&part.values, &part.recips})
+    for (const Expr& v : *list)
+      gathers = gathers || (!spec.position.empty() && gathers_by(v, spec.position));
+  if (gathers)
+    out += fmt::format("    static constexpr bool kGathers = true;  // reads buffers per {}\n",
+                       spec.position);
   out += "  };\n";
   out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a{}) {{\n", spec.name,
                      spec.function, spec.params);
@@ -274,11 +295,11 @@ void write_split_hook(std::string& out, const HookSpec& hook,
 // An attention hook's parts (`<Part>Q`, `<Part>Kv`, computed by `<part>_q`, `<part>_kv`).
 PartSpec attention_q_part(std::string_view part, std::string_view lower) {
   return {fmt::format("{}Q", part), fmt::format("{}_q", lower), ", int b, int h, int q",
-          "a, b, h, q", "qp"};
+          "a, b, h, q", "qp", "q"};
 }
 PartSpec attention_kv_part(std::string_view part, std::string_view lower) {
   return {fmt::format("{}Kv", part), fmt::format("{}_kv", lower), ", int b, int h, int kv",
-          "a, b, h, kv", "kp"};
+          "a, b, h, kv", "kp", "kv"};
 }
 
 void write_attention_hook(std::string& out, const HookSpec& hook, std::string_view part,

@@ -18,6 +18,7 @@ struct TjProgram {
   // mask = doc[b, q] == doc[b, kv] && q >= kv
   struct MaskQ {
     int v0;  // doc[b, q]
+    static constexpr bool kGathers = true;  // reads buffers per q
   };
   __device__ __forceinline__ static MaskQ mask_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
@@ -26,6 +27,7 @@ struct TjProgram {
   }
   struct MaskKv {
     int v0;  // doc[b, kv]
+    static constexpr bool kGathers = true;  // reads buffers per kv
   };
   __device__ __forceinline__ static MaskKv mask_kv(const TjArgs& a, int b, int h, int kv) {
 #line 1 "doc_softcap.tj"
@@ -92,7 +94,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 96 "tj_dense_mask_a8625f351c612232.cu"
+#line 98 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

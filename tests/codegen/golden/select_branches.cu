@@ -21,6 +21,7 @@ struct TjProgram {
   struct MaskQ {
     bool v0;  // q < n
     int v1;  // doc[b, q]
+    static constexpr bool kGathers = true;  // reads buffers per q
   };
   __device__ __forceinline__ static MaskQ mask_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "select_branches.tj"
@@ -30,6 +31,7 @@ struct TjProgram {
   }
   struct MaskKv {
     int v0;  // doc[b, kv]
+    static constexpr bool kGathers = true;  // reads buffers per kv
   };
   __device__ __forceinline__ static MaskKv mask_kv(const TjArgs& a, int b, int h, int kv) {
 #line 1 "select_branches.tj"
@@ -65,6 +67,7 @@ struct TjProgram {
     bool v0;  // kv % 7 == 3
     float v1;  // bias[h, kv]
     float v2;  // gate[kv]
+    static constexpr bool kGathers = true;  // reads buffers per kv
   };
   __device__ __forceinline__ static ScoreKv score_kv(const TjArgs& a, int b, int h, int kv) {
 #line 1 "select_branches.tj"
@@ -114,7 +117,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 118 "tj_dense_mask_91534322ff19c60c.cu"
+#line 121 "tj_dense_mask_91534322ff19c60c.cu"
 
 extern "C" __global__ void tj_dense_mask_91534322ff19c60c(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
