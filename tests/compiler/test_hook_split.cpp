@@ -38,6 +38,31 @@ Expr constant(const Value& v) {
   return {};
 }
 
+// The per-element rest of a split hook: every non-leaf operand it reads that a part could hold
+// (`invariant`) must be a part's value (`in_part`) or, for an f32 divisor, a part's reciprocal
+// (maximal parts). A message naming the first violation, "" when none.
+template <class Split, class InPart, class Invariant>
+std::string rest_problem(const Expr& body, const Split& split, InPart in_part, Invariant invariant) {
+  std::unordered_set<const Node*> seen;
+  std::string problem;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!seen.insert(e.get()).second || !problem.empty()) return;
+    for (size_t i = 0; i < e.num_args(); ++i) {
+      const Expr& a = e.arg(i);
+      if (i == 1 && e.op() == Op::Div && e.type() == Type::F32 && invariant(a)) {
+        if (!divides_by_part_recip(split, e)) problem = "divisor without recip " + print_expr(a);
+      } else if (in_part(a) || ir::is_leaf(a)) {
+      } else if (invariant(a)) {
+        problem = "invariant operand left in the rest: " + print_expr(a);
+      } else {
+        walk(a);
+      }
+    }
+  };
+  walk(body);
+  return problem;
+}
+
 // The structural properties, with a message naming the first violation ("" when none).
 std::string check_structure(const Expr& body, const HookSplit& split) {
   for (const Expr& e : split.q_values)
@@ -60,24 +85,7 @@ std::string check_structure(const Expr& body, const HookSplit& split) {
   if (!ir::is_leaf(body) && invariant(body)) return "the whole hook is invariant but not a part";
   // The rest: every non-leaf operand it reads that is free of score and of one position must be
   // a part value (or, for an f32 divisor, a part's reciprocal).
-  std::unordered_set<const Node*> seen;
-  std::string problem;
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (!seen.insert(e.get()).second || !problem.empty()) return;
-    for (size_t i = 0; i < e.num_args(); ++i) {
-      const Expr& a = e.arg(i);
-      if (i == 1 && e.op() == Op::Div && e.type() == Type::F32 && invariant(a)) {
-        if (!divides_by_part_recip(split, e)) problem = "divisor without recip " + print_expr(a);
-      } else if (in_part(a) || ir::is_leaf(a)) {
-      } else if (invariant(a)) {
-        problem = "invariant operand left in the rest: " + print_expr(a);
-      } else {
-        walk(a);
-      }
-    }
-  };
-  walk(body);
-  return problem;
+  return rest_problem(body, split, in_part, invariant);
 }
 
 // The hook's value at `at` against the rest's with the parts' values put back, the q part
@@ -199,24 +207,7 @@ std::string check_loss_structure(const Expr& body, const LossHookSplit& split) {
   if (in_part(body)) return "";
   if (!ir::is_leaf(body) && !reads_element_var(body))
     return "the whole hook is invariant but not a part";
-  std::unordered_set<const Node*> seen;
-  std::string problem;
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (!seen.insert(e.get()).second || !problem.empty()) return;
-    for (size_t i = 0; i < e.num_args(); ++i) {
-      const Expr& a = e.arg(i);
-      if (i == 1 && e.op() == Op::Div && e.type() == Type::F32 && !reads_element_var(a)) {
-        if (!divides_by_part_recip(split, e)) problem = "divisor without recip " + print_expr(a);
-      } else if (in_part(a) || ir::is_leaf(a)) {
-      } else if (!reads_element_var(a)) {
-        problem = "invariant operand left in the rest: " + print_expr(a);
-      } else {
-        walk(a);
-      }
-    }
-  };
-  walk(body);
-  return problem;
+  return rest_problem(body, split, in_part, [](const Expr& e) { return !reads_element_var(e); });
 }
 
 // The hook's value at `at` against the rest's with the parts' values put back: the constant part
