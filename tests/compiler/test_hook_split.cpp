@@ -88,6 +88,18 @@ std::string check_structure(const Expr& body, const HookSplit& split) {
   return rest_problem(body, split, in_part, invariant);
 }
 
+// `body` with each part expression replaced by its value (a constant).
+Expr with_parts_put_back(const Expr& body, const std::vector<std::pair<Expr, Expr>>& put_back) {
+  return ir::rebuild(body, [&](const Expr& old, std::vector<Expr> args) {
+    for (const auto& [part, value] : put_back)
+      if (old.same_as(part)) return value;
+    if (args.empty()) return old;
+    if (old.op() == Op::Load) return ir::make_load(old->name, old.type(), std::move(args));
+    if (old.op() == Op::Cast) return ir::make_cast(old.type(), std::move(args[0]));
+    return ir::make(old.op(), std::move(args));
+  });
+}
+
 // The hook's value at `at` against the rest's with the parts' values put back, the q part
 // computed where kv and score are random, the kv part where q and score are.
 void check_values(const Expr& body, const HookSplit& split, const RandomBindings& bindings,
@@ -103,14 +115,7 @@ void check_values(const Expr& body, const HookSplit& split, const RandomBindings
     std::vector<std::pair<Expr, Expr>> put_back;
     for (const Expr& e : split.q_values) put_back.emplace_back(e, constant(evaluate(e, q_side)));
     for (const Expr& e : split.kv_values) put_back.emplace_back(e, constant(evaluate(e, kv_side)));
-    Expr rest = ir::rebuild(body, [&](const Expr& old, std::vector<Expr> args) {
-      for (const auto& [part, value] : put_back)
-        if (old.same_as(part)) return value;
-      if (args.empty()) return old;
-      if (old.op() == Op::Load) return ir::make_load(old->name, old.type(), std::move(args));
-      if (old.op() == Op::Cast) return ir::make_cast(old.type(), std::move(args[0]));
-      return ir::make(old.op(), std::move(args));
-    });
+    Expr rest = with_parts_put_back(body, put_back);
     const Value want = evaluate(body, at), got = evaluate(rest, at);
     ASSERT_TRUE(same_value(want, got))
         << what << " at q " << at.q << " kv " << at.kv << ": hook " << show(want)
@@ -224,14 +229,7 @@ void check_loss_values(const Expr& body, const LossHookSplit& split, const Rando
       put_back.emplace_back(e, constant(evaluate(e, anywhere)));
     for (const Expr& e : split.row.values)
       put_back.emplace_back(e, constant(evaluate(e, same_row)));
-    Expr rest = ir::rebuild(body, [&](const Expr& old, std::vector<Expr> args) {
-      for (const auto& [part, value] : put_back)
-        if (old.same_as(part)) return value;
-      if (args.empty()) return old;
-      if (old.op() == Op::Load) return ir::make_load(old->name, old.type(), std::move(args));
-      if (old.op() == Op::Cast) return ir::make_cast(old.type(), std::move(args[0]));
-      return ir::make(old.op(), std::move(args));
-    });
+    Expr rest = with_parts_put_back(body, put_back);
     const Value want = evaluate(body, at), got = evaluate(rest, at);
     ASSERT_TRUE(same_value(want, got))
         << what << " at row " << at.row << " id " << at.id << " logit " << at.logit << ": hook "
