@@ -17,7 +17,8 @@ __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); 
 
 // Where the tile sits: whether mask_mod must run and whether positions can be out of range.
 // The hooks are called only at in-range positions, score_mod only where the mask holds; qp and
-// kp are the element's q and kv parts of them (hook_parts.cuh), computed with the same kMask.
+// kp are the element's q and kv parts of them (hook_parts.cuh), holding at least what this pass
+// reads (the mask's when kMask).
 template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
                                                float acc, float scale, float scale_log2, int b,
