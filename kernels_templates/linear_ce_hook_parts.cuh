@@ -21,14 +21,11 @@
 // they get empty ones, and their per-logit hooks are called.
 #pragma once
 
+#include "hook_parts.cuh"
+
 namespace tilejit_ce {
 
-struct NoLogitPart {};
-
-template <class...>
-struct LogitPartsVoid {
-  using type = void;
-};
+using NoLogitPart = tjk::NoHookPart;  // the empty part, as the attention hooks have it
 
 // Hooks without parts: Prog::logit_mod(args, logit, row, id) and Prog::logit_grad, per logit.
 template <class Prog, class = void>
@@ -69,7 +66,7 @@ struct LogitHookParts {
 // Prog::logit_row(args, row), Prog::logit_mod(args, constant part, row part, logit, row, id),
 // and the same for logit_grad (Grad*).
 template <class Prog>
-struct LogitHookParts<Prog, typename LogitPartsVoid<typename Prog::LogitConst>::type> {
+struct LogitHookParts<Prog, typename tjk::HookPartsVoid<typename Prog::LogitConst>::type> {
   using LogitConst = typename Prog::LogitConst;
   using LogitRow = typename Prog::LogitRow;
   using GradConst = typename Prog::GradConst;

@@ -218,13 +218,12 @@ struct PartSpec {
 // position, not a per-batch length): a kernel computes such a part once per lane and shares it
 // rather than once per position a thread holds (kernels_templates/hook_parts.cuh).
 bool gathers_by(const Expr& e, std::string_view var) {
-  if (e.op() == Op::Load) {
-    for (size_t i = 0; i < e.num_args(); ++i)
-      if (ir::uses_var(e.arg(i), var)) return true;
-  }
-  for (size_t i = 0; i < e.num_args(); ++i)
-    if (gathers_by(e.arg(i), var)) return true;
-  return false;
+  bool found = false;  // each node of the DAG once
+  ir::visit_post_order(e, [&](const Expr& n) {
+    if (!found && n.op() == Op::Load)
+      for (size_t i = 0; i < n.num_args() && !found; ++i) found = ir::uses_var(n.arg(i), var);
+  });
+  return found;
 }
 
 void write_part(std::string& out, const PartSpec& spec, const HookPart& part, std::string_view file,
@@ -315,10 +314,11 @@ void write_attention_hook(std::string& out, const HookSpec& hook, std::string_vi
 
 // A loss hook's parts (`<Part>Const`, `<Part>Row`, computed by `<part>_const`, `<part>_row`).
 PartSpec loss_const_part(std::string_view part, std::string_view lower) {
-  return {fmt::format("{}Const", part), fmt::format("{}_const", lower), "", "a", "cp"};
+  return {fmt::format("{}Const", part), fmt::format("{}_const", lower), "", "a", "cp", ""};
 }
 PartSpec loss_row_part(std::string_view part, std::string_view lower) {
-  return {fmt::format("{}Row", part), fmt::format("{}_row", lower), ", int row", "a, row", "rp"};
+  return {fmt::format("{}Row", part), fmt::format("{}_row", lower), ", int row", "a, row", "rp",
+          ""};
 }
 
 void write_loss_hook(std::string& out, const HookSpec& hook, std::string_view part,

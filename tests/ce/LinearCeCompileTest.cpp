@@ -32,6 +32,19 @@ std::string example(const std::string& name) {
 
 const LossProgram& loss_of(const ParsedProgram& p) { return std::get<LossProgram>(p); }
 
+// ptxas -v reports one "stack frame / spill" line per entry point: all zero, one per entry.
+void expect_no_local_memory(const std::string& log, size_t entry_count, const std::string& what) {
+  static const std::regex frame(
+      "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  size_t entries = 0;
+  for (auto f = std::sregex_iterator(log.begin(), log.end(), frame); f != std::sregex_iterator();
+       ++f, ++entries)
+    EXPECT_TRUE((*f)[1] == "0" && (*f)[2] == "0" && (*f)[3] == "0")
+        << "an entry point spills or uses local memory:\n"
+        << what;
+  EXPECT_EQ(entries, entry_count) << what;
+}
+
 TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
   LoweredLoss l = lower(loss_of(load_program(example("two_segments"))));
   const std::string hash16 = l.hash.substr(0, 16);
@@ -182,8 +195,6 @@ TEST(LinearCeCompile, HopperTileLoopCompilesForSm80AndSm90a) {
 // registers).
 TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
   const LossProgram prog = loss_of(load_program(example("llama3")));
-  const std::regex frame(
-      "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
   for (DType dtype : {DType::BF16, DType::F16})
     for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90)) {
       if (m.source.module != LossModule::Products) continue;
@@ -198,13 +209,7 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
       std::printf("%s\n", what.c_str());  // registers per entry point, for the record
       EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
       EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
-      int entries = 0;
-      for (auto f = std::sregex_iterator(r.log.begin(), r.log.end(), frame);
-           f != std::sregex_iterator(); ++f, ++entries)
-        EXPECT_TRUE((*f)[1] == "0" && (*f)[2] == "0" && (*f)[3] == "0")
-            << "an entry point spills or uses local memory:\n"
-            << what;
-      EXPECT_EQ(entries, static_cast<int>(m.source.entries.size())) << what;
+      expect_no_local_memory(r.log, m.source.entries.size(), what);
       EXPECT_NE(r.log.find("tj_linear_ce_dhidden_"), std::string::npos) << what;
     }
 }
@@ -215,8 +220,6 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
 // thread: 1 / cap in logit_grad as lowered), and no entry point spills or keeps a stack frame.
 TEST(LinearCeCompile, SoftcapModulesHoistTheDivisionAndDoNotSpill) {
   const LossProgram prog = loss_of(load_program(example("gemma2_softcap")));
-  const std::regex frame(
-      "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
   const std::regex f32_division("\\bdiv\\.[a-z.]*f32\\b");
   for (CeTileLoop loop : {CeTileLoop::Portable, CeTileLoop::Sm90})
     for (LinearCeModule& m : linear_ce_modules(prog, DType::BF16, loop)) {
@@ -239,13 +242,7 @@ TEST(LinearCeCompile, SoftcapModulesHoistTheDivisionAndDoNotSpill) {
         else  // linear_ce_grad and linear_ce_target_grad: 1 / cap once each
           EXPECT_LE(divisions, 2) << "f32 divisions per logit in the gradient: " << what;
         EXPECT_NE(r.ptx.find("rcp.rn.f32"), std::string::npos) << "no reciprocal of cap: " << what;
-        int entries = 0;
-        for (auto f = std::sregex_iterator(r.log.begin(), r.log.end(), frame);
-             f != std::sregex_iterator(); ++f, ++entries)
-          EXPECT_TRUE((*f)[1] == "0" && (*f)[2] == "0" && (*f)[3] == "0")
-              << "an entry point spills or uses local memory:\n"
-              << what;
-        EXPECT_EQ(entries, static_cast<int>(m.source.entries.size())) << what;
+        expect_no_local_memory(r.log, m.source.entries.size(), what);
       }
     }
 }
