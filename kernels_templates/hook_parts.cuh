@@ -46,6 +46,17 @@ struct PartGathers<T, typename HookPartsVoid<decltype(T::kGathers)>::type> {
   static constexpr bool value = T::kGathers;
 };
 
+// Whether a part is the same at every position (marked `kPositionFree`: a per-head slope, the
+// reciprocal of a param): computed once per tile where the kernel shares parts.
+template <class T, class = void>
+struct PartPositionFree {
+  static constexpr bool value = false;
+};
+template <class T>
+struct PartPositionFree<T, typename HookPartsVoid<decltype(T::kPositionFree)>::type> {
+  static constexpr bool value = T::kPositionFree;
+};
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -148,12 +159,15 @@ struct PositionParts {
   typename HookPartPick<kIsKv, typename H::ScoreKv, typename H::ScoreQ>::type score;
   typename HookPartPick<kIsKv, typename H::GradKv, typename H::GradQ>::type grad;
 
-  // Which members compute_mask / compute_values compute: all, only those that read buffers per
-  // position (PartGathers), or only the others.
-  static constexpr int kAll = 0, kGathering = 1, kLocal = 2;
+  // Which members compute_mask / compute_values compute: all, those that read buffers per
+  // position (PartGathers), those that are the same at every position (PartPositionFree), or
+  // the others.
+  static constexpr int kAll = 0, kGathering = 1, kPositionFree = 2, kLocal = 3;
   template <class T, int kWhich>
   __device__ static constexpr bool wanted() {
-    return kWhich == kAll || (kWhich == kGathering) == PartGathers<T>::value;
+    constexpr int kind =
+        PartGathers<T>::value ? kGathering : PartPositionFree<T>::value ? kPositionFree : kLocal;
+    return kWhich == kAll || kWhich == kind;
   }
 
   template <class Args>
@@ -211,16 +225,37 @@ __device__ __forceinline__ T shuffle_part(const T& v, int src) {
   }
 }
 
+// A member of the parts at a position from what compute_held_columns left: as lane `src` holds
+// it when it gathers, this lane's own when it is the same everywhere.
+template <class T>
+__device__ __forceinline__ void part_from_lane(T& out, const T& held, int src) {
+  if constexpr (PartGathers<T>::value)
+    out = shuffle_part(held, src);
+  else if constexpr (PartPositionFree<T>::value)
+    out = held;
+}
+
 // The parts at position `pos`: those that gather (PartGathers) as lane `src` holds them in
-// `held` (shuffle_part), the others computed here; the mask's only when kWithMask.
+// `held` (shuffle_part), those the same everywhere from this lane's held[0] (`first`), the
+// others computed here; the mask's only when kWithMask.
 template <bool kWithMask, class Parts, class Args>
-__device__ __forceinline__ Parts parts_from_lane(const Parts& held, int src, const Args& args,
-                                                 int b, int h, int pos) {
+__device__ __forceinline__ Parts parts_from_lane(const Parts& held, const Parts& first, int src,
+                                                 const Args& args, int b, int h, int pos) {
   Parts out;
-  if constexpr (kWithMask && PartGathers<decltype(out.mask)>::value)
-    out.mask = shuffle_part(held.mask, src);
-  if constexpr (PartGathers<decltype(out.score)>::value) out.score = shuffle_part(held.score, src);
-  if constexpr (PartGathers<decltype(out.grad)>::value) out.grad = shuffle_part(held.grad, src);
+  if constexpr (kWithMask) {
+    if constexpr (PartPositionFree<decltype(out.mask)>::value)
+      out.mask = first.mask;
+    else
+      part_from_lane(out.mask, held.mask, src);
+  }
+  if constexpr (PartPositionFree<decltype(out.score)>::value)
+    out.score = first.score;
+  else
+    part_from_lane(out.score, held.score, src);
+  if constexpr (PartPositionFree<decltype(out.grad)>::value)
+    out.grad = first.grad;
+  else
+    part_from_lane(out.grad, held.grad, src);
   if constexpr (kWithMask) out.template compute_mask<Parts::kLocal>(args, b, h, pos);
   out.template compute_values<Parts::kLocal>(args, b, h, pos);
   return out;
@@ -237,8 +272,9 @@ struct PartsPair {
 // before the tile's product lands -- lane l computes column first + l + 32 i into held[i]
 // (compute_held_columns), so the loads overlap the product and number one per lane instead of
 // one per column a thread holds -- and shuffled to the element pass: column group n (columns
-// 8 n + 2 t + j, t = lane % 4) is in held[n / 4] of lane 8 (n % 4) + 2 t + j. The other parts
-// are computed per column there, as apply_logits does. The mask's parts are computed and read
+// 8 n + 2 t + j, t = lane % 4) is in held[n / 4] of lane 8 (n % 4) + 2 t + j. Parts that are the
+// same at every column are computed once, into held[0]; the other parts per column there, as
+// apply_logits does. The mask's parts are computed and read
 // only when asked (a full tile needs none).
 template <class Parts, int kHeld, class Args>
 __device__ __forceinline__ void compute_held_columns(Parts (&held)[kHeld], const Args& args,
@@ -247,10 +283,13 @@ __device__ __forceinline__ void compute_held_columns(Parts (&held)[kHeld], const
 #pragma unroll
   for (int i = 0; i < kHeld; ++i)
     held[i].template compute_values<Parts::kGathering>(args, b, h, col + 32 * i);
-  if (with_mask)
+  held[0].template compute_values<Parts::kPositionFree>(args, b, h, col);
+  if (with_mask) {
 #pragma unroll
     for (int i = 0; i < kHeld; ++i)
       held[i].template compute_mask<Parts::kGathering>(args, b, h, col + 32 * i);
+    held[0].template compute_mask<Parts::kPositionFree>(args, b, h, col);
+  }
 }
 
 template <class Parts, bool kWithMask, int kHeld, class Args>
@@ -263,8 +302,8 @@ struct WarpHeldColumns {
     PartsPair<Parts> pp;
 #pragma unroll
     for (int j = 0; j < 2; ++j)
-      pp.at[j] = parts_from_lane<kWithMask>(held[n / 4], 8 * (n % 4) + 2 * t + j, args, b, h,
-                                            first + 8 * n + 2 * t + j);
+      pp.at[j] = parts_from_lane<kWithMask>(held[n / 4], held[0], 8 * (n % 4) + 2 * t + j, args,
+                                            b, h, first + 8 * n + 2 * t + j);
     return pp;
   }
 };

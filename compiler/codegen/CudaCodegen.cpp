@@ -216,7 +216,8 @@ struct PartSpec {
 
 // Whether `e` reads a buffer at an index that depends on variable `var` (a document id per
 // position, not a per-batch length): a kernel computes such a part once per lane and shares it
-// rather than once per position a thread holds (kernels_templates/hook_parts.cuh).
+// rather than once per position a thread holds; a part that does not depend on its position at
+// all (a per-head slope, a reciprocal of a param) once per tile (kernels_templates/hook_parts.cuh).
 bool gathers_by(const Expr& e, std::string_view var) {
   bool found = false;  // each node of the DAG once
   ir::visit_post_order(e, [&](const Expr& n) {
@@ -235,12 +236,17 @@ void write_part(std::string& out, const PartSpec& spec, const HookPart& part, st
                        comment_text(part.values[i]));
   for (size_t i = 0; i < part.recips.size(); ++i)
     out += fmt::format("    TjRecip r{};  // 1 / ({})\n", i, comment_text(part.recips[i]));
-  bool gathers = false;
+  bool gathers = false, position_free = !spec.position.empty();
   for (const auto* list : {&part.values, &part.recips})
-    for (const Expr& v : *list)
+    for (const Expr& v : *list) {
       gathers = gathers || (!spec.position.empty() && gathers_by(v, spec.position));
+      position_free = position_free && !ir::uses_var(v, spec.position);
+    }
   if (gathers)
     out += fmt::format("    static constexpr bool kGathers = true;  // reads buffers per {}\n",
+                       spec.position);
+  else if (position_free && (!part.values.empty() || !part.recips.empty()))
+    out += fmt::format("    static constexpr bool kPositionFree = true;  // the same at every {}\n",
                        spec.position);
   out += "  };\n";
   out += fmt::format("  __device__ __forceinline__ static {} {}(const TjArgs& a{}) {{\n", spec.name,

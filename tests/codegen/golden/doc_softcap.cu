@@ -48,6 +48,7 @@ struct TjProgram {
   // score = cap * tanh(score / cap)
   struct ScoreQ {
     TjRecip r0;  // 1 / (cap)
+    static constexpr bool kPositionFree = true;  // the same at every q
   };
   __device__ __forceinline__ static ScoreQ score_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
@@ -72,6 +73,7 @@ struct TjProgram {
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
   struct GradQ {
     TjRecip r0;  // 1 / (cap)
+    static constexpr bool kPositionFree = true;  // the same at every q
   };
   __device__ __forceinline__ static GradQ grad_q(const TjArgs& a, int b, int h, int q) {
 #line 1 "doc_softcap.tj"
@@ -94,7 +96,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 98 "tj_dense_mask_a8625f351c612232.cu"
+#line 100 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
