@@ -217,7 +217,7 @@ struct Runner {
     const dim3 grid(ws.fwd_row_tiles, ws.splits);  // both loops launch alike
     if (g_sm90_loop)
       linear_ce_fwd_kernel<Prog, Args, false, true>
-          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+          <<<grid, fwd_launch_threads<true>(), CeFwdCta::kSmemBytes>>>(args, p);
     else
       linear_ce_fwd_kernel<Prog, Args, false, false>
           <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
