@@ -201,7 +201,7 @@ __device__ __forceinline__ const u16* operand_row(const CeOperand& op, int r) {
 }
 
 // K-major kRows x 64 tile: operand row r = tile row r, columns = k.
-// `tid`: this thread's index among the kThreads that load.
+// `tid`: this thread's index among the kThreads that load (as for load_mnmajor below).
 template <int kRows, int kThreads>
 __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
                                             int tid = threadIdx.x) {
@@ -231,9 +231,11 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
 // MN-major 64 (k) x kCols (m or n) tile, stored as kCols/64 panels of [64 k][64]: operand row r
 // = k row r, columns = m or n.
 template <int kCols, int kThreads>
-__device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op) {
-  constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;  // kRowStep: multiple of 8
-  const int krow0 = threadIdx.x / kChunks, cc = threadIdx.x % kChunks;
+__device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op,
+                                             int tid = threadIdx.x) {
+  constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;
+  static_assert(kRowStep % 8 == 0, "a thread's rows keep their swizzle pattern (row % 8)");
+  const int krow0 = tid / kChunks, cc = tid % kChunks;
   const bool col_ok = cc * 8 < op.cols;
   const u32 dst = smem_addr(tile + (cc >> 3) * 4096 + swz(krow0, cc & 7));
   if (op.gather) {

@@ -228,6 +228,9 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
                                                   Load load, TileDone tile_done,
                                                   typename Cta::Acc& acc) {
   constexpr int S = Cta::kStages;
+  // A loader hands step t - 1 over only after issuing step t, for which it waits for the release
+  // of step t - S: with two stages that release would wait for step t - 1's hand-over.
+  static_assert(S >= 3, "the ring needs three stages");
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
   if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
