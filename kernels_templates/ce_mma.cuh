@@ -118,6 +118,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b
 template <int M, int N, int Stages, int WarpN = 32>
 struct CeCta {
   static constexpr bool kWgmma = false;
+  // Every thread loads and computes (CeWsCta in ce_wgmma.cuh separates the two).
+  static constexpr bool kWarpSpecialized = false;
   static constexpr int kM = M, kN = N, kK = 64, kStages = Stages, kWarpN = WarpN;
   static constexpr int kWarpsM = M / 64, kWarpsN = N / WarpN, kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int kMI = 4, kNI = WarpN / 8;
@@ -125,6 +127,8 @@ struct CeCta {
   static constexpr int kSmemBytes = kStages * kStageElems * 2;
   typedef float Acc[kMI][kNI][4];
 
+  static constexpr int kLoadThreads = kThreads, kComputeThreads = kThreads;
+  __device__ static __forceinline__ int load_thread() { return threadIdx.x; }
   __device__ static __forceinline__ int warp_m() { return (threadIdx.x >> 5) % kWarpsM; }
   __device__ static __forceinline__ int col_warp() { return (threadIdx.x >> 5) / kWarpsM; }
   __device__ static __forceinline__ int row(int mi, int h) {
@@ -197,10 +201,12 @@ __device__ __forceinline__ const u16* operand_row(const CeOperand& op, int r) {
 }
 
 // K-major kRows x 64 tile: operand row r = tile row r, columns = k.
+// `tid`: this thread's index among the kThreads that load (as for load_mnmajor below).
 template <int kRows, int kThreads>
-__device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op) {
+__device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
+                                            int tid = threadIdx.x) {
   constexpr int kRowStep = kThreads / 8;  // rows between a thread's copies (a multiple of 8)
-  const int row0 = threadIdx.x >> 3, chunk = threadIdx.x & 7;
+  const int row0 = tid >> 3, chunk = tid & 7;
   const bool col_ok = chunk * 8 < op.cols;
   const u32 dst = smem_addr(tile + swz(row0, chunk));
   if (op.gather) {
@@ -225,9 +231,11 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op) {
 // MN-major 64 (k) x kCols (m or n) tile, stored as kCols/64 panels of [64 k][64]: operand row r
 // = k row r, columns = m or n.
 template <int kCols, int kThreads>
-__device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op) {
-  constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;  // kRowStep: multiple of 8
-  const int krow0 = threadIdx.x / kChunks, cc = threadIdx.x % kChunks;
+__device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op,
+                                             int tid = threadIdx.x) {
+  constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;
+  static_assert(kRowStep % 8 == 0, "a thread's rows keep their swizzle pattern (row % 8)");
+  const int krow0 = tid / kChunks, cc = tid % kChunks;
   const bool col_ok = cc * 8 < op.cols;
   const u32 dst = smem_addr(tile + (cc >> 3) * 4096 + swz(krow0, cc & 7));
   if (op.gather) {

@@ -46,6 +46,7 @@
 #pragma once
 
 #include "ce_mma.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace tilejit_ce {
@@ -54,6 +55,7 @@ template <int M, int N, int Stages>
 struct CeWgCta {
   static_assert(M % 128 == 0 && N % 128 == 0, "two warpgroups of m64 fragments, n128 products");
   static constexpr bool kWgmma = true;
+  static constexpr bool kWarpSpecialized = false;
   static constexpr int kM = M, kN = N, kK = 64, kStages = Stages;
   static constexpr int kThreads = 256, kWgRows = M / 2;
   static constexpr int kWarpsN = 1;
@@ -64,12 +66,27 @@ struct CeWgCta {
                 "every tile starts a 128-byte swizzle pattern");
   typedef float Acc[kMI][kNI][4];
 
+  static constexpr int kLoadThreads = kThreads, kComputeThreads = kThreads;
+  __device__ static __forceinline__ int load_thread() { return threadIdx.x; }
   __device__ static __forceinline__ int col_warp() { return 0; }
   __device__ static __forceinline__ int row(int mi, int h) {
     return (threadIdx.x >> 7) * kWgRows + mi * 64 + ((threadIdx.x >> 5) & 3) * 16 + h * 8 +
            ((threadIdx.x & 31) >> 2);
   }
   __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
+};
+
+// CeWsCta: CeWgCta's two compute warpgroups (threads 0-255, the same fragments) and a third,
+// warpgroup 2, that only loads: its 128 threads issue the cp.async copies of every stage into a
+// kStages ring and hand each stage over on an mbarrier; the compute warpgroups wait for it, issue
+// their products and release the stage on another (gemm_loop_sm90_ws). No barrier joins the two
+// compute warpgroups inside the loop, and none of their issue slots go to copies.
+template <int M, int N, int Stages>
+struct CeWsCta : CeWgCta<M, N, Stages> {
+  static constexpr bool kWarpSpecialized = true;
+  static constexpr int kComputeThreads = 256, kLoadThreads = 128;
+  static constexpr int kThreads = kComputeThreads + kLoadThreads;
+  __device__ static __forceinline__ int load_thread() { return threadIdx.x - kComputeThreads; }
 };
 
 // Byte offsets of the shared tiles' layout (ce_mma.cuh): a row of 64 16-bit elements, a group of 8
@@ -189,16 +206,110 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
   __syncthreads();
 }
 
-// The tile loop of CTA type Cta: gemm_loop_sm90 for a CeWgCta, gemm_loop otherwise.
+// gemm_loop_sm90's contract for a CeWsCta (launched with its 384 threads): load(a_tile, b_tile,
+// step) runs on the loading warpgroup (Cta::load_thread() its index among Cta::kLoadThreads),
+// tile_done and the accumulators on the compute warpgroups. Returns true on the compute threads,
+// after they have all left the ring (named barrier 1), false on the loading ones, which are done
+// (the caller returns them: only the compute threads may meet at barriers afterwards, with
+// Cta::kComputeThreads as the count).
+//
+// Per stage s two mbarriers (static shared memory): full[s] completes when every loading thread
+// has arrived after its copies of the stage landed and were fenced into the async proxy (wgmma
+// reads shared memory through it); empty[s] when every compute thread has arrived after the
+// products reading the stage completed. A loading thread issues step t's copies once empty[t % S]
+// completed pass t / S - 1, then waits for its copies of step t - 1 and arrives on their full,
+// so two steps of copies are in flight. A compute warpgroup waits full[t % S] (pass t / S),
+// issues step t's products (one commit group) and, once those of step t - 1 are done
+// (wgmma_wait 1), releases step t - 1's stage; at the end of an output tile it waits for all,
+// releases the stage and runs tile_done while the loaders fill the ring ahead. Registers:
+// setmaxnreg 40 for the loaders, 232 for the compute threads (40 * 128 + 232 * 256 <= 64 K).
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
-__device__ __forceinline__ void ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
+__device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
+                                                  Load load, TileDone tile_done,
+                                                  typename Cta::Acc& acc) {
+  constexpr int S = Cta::kStages;
+  // A loader hands step t - 1 over only after issuing step t, for which it waits for the release
+  // of step t - S: with two stages that release would wait for step t - 1's hand-over.
+  static_assert(S >= 3, "the ring needs three stages");
+  __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
+  const u32 smem_base = smem_addr(smem);
+  if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
+  const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      tjk::mbar_init(full0 + 8 * s, Cta::kLoadThreads);
+      tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
+    }
+    tjk::mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x >= Cta::kComputeThreads) {
+    tjk::setmaxnreg_dec<40>();
+    for (int step = 0; step < steps; ++step) {
+      const int s = step % S;
+      if (step >= S) tjk::mbar_wait(empty0 + 8 * s, ((step / S) - 1) & 1);
+      u16* st = smem + s * Cta::kStageElems;
+      load(st, st + Cta::kAElems, step);
+      cp_async_commit();
+      if (step > 0) {
+        cp_async_wait<1>();  // this thread's copies of step - 1 have landed
+        tjk::fence_proxy_async_shared();
+        tjk::mbar_arrive(full0 + 8 * ((step - 1) % S));
+      }
+    }
+    if (steps > 0) {
+      cp_async_wait<0>();
+      tjk::fence_proxy_async_shared();
+      tjk::mbar_arrive(full0 + 8 * ((steps - 1) % S));
+    }
+    return false;
+  }
+  tjk::setmaxnreg_inc<232>();
+  bool held = false;  // the stage of step - 1 is still to be released
+  for (int step = 0; step < steps; ++step) {
+    const int s = step % S;
+    tjk::mbar_wait(full0 + 8 * s, (step / S) & 1);
+    const u32 cur = smem_base + s * (Cta::kStageElems * 2);
+    pin_acc(acc);
+    tjk::wgmma_fence();
+    // An output tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
+    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2,
+                                              step % steps_per_tile != 0);
+    tjk::wgmma_commit();
+    tjk::wgmma_wait<1>();  // step - 1's products are done
+    pin_acc(acc);
+    if (held) tjk::mbar_arrive(empty0 + 8 * ((step + S - 1) % S));
+    held = true;
+    if ((step + 1) % steps_per_tile == 0) {
+      tjk::wgmma_wait<0>();
+      pin_acc(acc);
+      tjk::mbar_arrive(empty0 + 8 * s);
+      held = false;
+      tile_done(step / steps_per_tile, acc);
+    }
+  }
+  tjk::wgmma_wait<0>();
+  pin_acc(acc);
+  // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
+  tjk::named_barrier_sync(1, Cta::kComputeThreads);
+  return true;
+}
+
+// The tile loop of CTA type Cta: gemm_loop_sm90_ws for a CeWsCta, gemm_loop_sm90 for a CeWgCta,
+// gemm_loop otherwise. Returns false on threads that only load (CeWsCta), which are done.
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
+__device__ __forceinline__ bool ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
                                              TileDone tile_done, typename Cta::Acc& acc) {
-  if constexpr (Cta::kWgmma) {
+  if constexpr (Cta::kWarpSpecialized) {
+    return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load,
+                                                            tile_done, acc);
+  } else if constexpr (Cta::kWgmma) {
     gemm_loop_sm90<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done,
                                                   acc);
   } else {
     gemm_loop<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done, acc);
   }
+  return true;
 }
 
 }  // namespace tilejit_ce

@@ -4,9 +4,10 @@
 // E[256 kept rows] . C_s[128 ids]^T on tensor cores, one vocabulary tile after the other over
 // its split (tiles of positions: weight rows gathered through the segment's order when it has
 // one), with the pipeline running across tile boundaries. Two tile loops, one body: the portable
-// CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync) and, when the module asks for it
-// (kSm90Loop) and is compiled for sm_90a, CeFwdWgCta (ce_wgmma.cuh: two warpgroups of
-// 128 x 128, wgmma). Both launch 256 threads with the same dynamic shared memory. The epilogue
+// CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync, 256 threads) and, when the module asks for
+// it (kSm90Loop) and is compiled for sm_90a, CeFwdWsCta (ce_wgmma.cuh: two warpgroups of
+// 128 x 128 on wgmma and one that loads, 384 threads). Both take the same dynamic shared memory
+// (fwd_launch_threads says how many threads). The epilogue
 // applies bias and logit_mod (its constant part computed once per thread, its row part once per
 // row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
 // exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
@@ -37,17 +38,24 @@ struct CeFwdParams {
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 
-// The Hopper forward CTA: the portable one's shape, threads and shared memory (so the launch does
-// not depend on the loop), as two warpgroups of 128 x 128 rather than 64 x 256: the same 128
-// accumulators per thread either way, but 256 x 128 keeps the vocabulary tile (kTileIds, the
-// backward's tiles and tile_max parts) and the forward's row tiles, and its 4 rows per thread
-// carry less online state than 8 m16 rows would. ptxas (CUDA 13.0, sm_90a, NVRTC module of
-// examples/programs/gemma2_softcap.tj): 254 registers, no spills, 144 KiB dynamic shared memory
-// (no static), 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255).
-typedef CeWgCta<kFwdRows, kTileIds, 3> CeFwdWgCta;
-static_assert(CeFwdWgCta::kThreads == CeFwdCta::kThreads &&
-                  CeFwdWgCta::kSmemBytes == CeFwdCta::kSmemBytes,
-              "both forward loops launch alike");
+// The Hopper forward CTA: the portable one's tile and shared memory, as two warpgroups of
+// 128 x 128 rather than 64 x 256: the same 128 accumulators per thread either way, but 256 x 128
+// keeps the vocabulary tile (kTileIds, the backward's tiles and tile_max parts) and the forward's
+// row tiles, and its 4 rows per thread carry less online state than 8 m16 rows would. It runs
+// warp-specialised (CeWsCta): a third warpgroup issues the copies, the two computing ones only
+// wait for stages and issue products. ptxas (CUDA 13.0, sm_90a, NVRTC module of
+// examples/programs/gemma2_softcap.tj): 168 registers at launch (setmaxnreg: 40 loading, 232
+// computing), no spills, 144 KiB dynamic + 1 KiB static shared memory (the ring's mbarriers),
+// 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255 registers).
+typedef CeWsCta<kFwdRows, kTileIds, 3> CeFwdWsCta;
+static_assert(CeFwdWsCta::kSmemBytes == CeFwdCta::kSmemBytes,
+              "both forward loops take the same dynamic shared memory");
+// Threads a forward launch takes: the Hopper CTA's when the module asks for the Hopper loop and
+// runs on sm_90a (the runtime and the harness launch it only there), the portable CTA's otherwise.
+template <bool kSm90Loop>
+__host__ __device__ constexpr int fwd_launch_threads() {
+  return kSm90Loop ? CeFwdWsCta::kThreads : CeFwdCta::kThreads;
+}
 
 // The forward's CTA type: the Hopper loop where asked for and available, the portable one
 // otherwise (a module compiled for sm_80 or sm_90 without the 'a' features).
@@ -58,7 +66,7 @@ struct CeFwdCtaOf {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <>
 struct CeFwdCtaOf<true> {
-  typedef CeFwdWgCta type;
+  typedef CeFwdWsCta type;
 };
 #endif
 
@@ -110,10 +118,13 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int lbase = (tile - S.first_tile) * kTileIds;
-    load_kmajor<kFwdRows, Cta::kThreads>(
-        a_tile, CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
-                          R.dim - k0});
-    load_kmajor<kTileIds, Cta::kThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0));
+    load_kmajor<kFwdRows, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
+                  R.dim - k0},
+        Cta::load_thread());
+    load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0),
+                                             Cta::load_thread());
   };
 
   // The epilogue of a vocabulary tile. Everything that depends on the column alone (in range, weight
@@ -238,7 +249,8 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
 
   typename Cta::Acc acc;
   int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
-  ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc);
+  if (!ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc))
+    return;  // a loading warpgroup (CeWsCta): done
 
   // Row partials: across the 4 lanes of a quad, then across the column warps (the loop has
   // drained: its shared memory is free).
@@ -259,8 +271,11 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
       red[2][wn][row] = zs[r];
     }
   }
-  __syncthreads();
-  for (int r = threadIdx.x; r < kFwdRows; r += blockDim.x) {
+  if constexpr (Cta::kWarpSpecialized)
+    tjk::named_barrier_sync(1, Cta::kComputeThreads);  // the loaders have left
+  else
+    __syncthreads();
+  for (int r = threadIdx.x; r < kFwdRows; r += Cta::kComputeThreads) {
     if (row0 + r >= R.n_kept) break;
     float mm = red[0][0][r], ss = red[1][0][r], zz = red[2][0][r];
 #pragma unroll
@@ -275,7 +290,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   }
 }
 
-// Launched with CeFwdCta::kThreads threads (launch bounds: one CTA per SM) and
+// Launched with fwd_launch_threads<kSm90Loop>() threads (launch bounds: one CTA per SM) and
 // CeFwdCta::kSmemBytes of dynamic shared memory, whichever loop runs.
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p) {
@@ -372,7 +387,7 @@ __device__ __forceinline__ void linear_ce_reduce(const float* row_loss, int n, i
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
-__global__ void __launch_bounds__(CeFwdCta::kThreads, 1)
+__global__ void __launch_bounds__(CeFwdCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_fwd_kernel(const __grid_constant__ Args args, const __grid_constant__ CeFwdParams p) {
   linear_ce_fwd<Prog, Args, kF16, kSm90Loop>(args, p);
 }

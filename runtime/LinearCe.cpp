@@ -354,10 +354,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   void* fwd_params[] = {st->args.data(), &p};
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
   const int fwd_smem = P.kl ? kCeKlFwdSmemBytes : kCeFwdSmemBytes;
+  // The Hopper loop's forward (sm_90a modules) adds a warpgroup that only loads.
+  const bool sm90_fwd = !P.kl && K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  const int fwd_threads = P.kl ? kCeKlFwdThreads : sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads;
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
-         {static_cast<unsigned>(P.kl ? kCeKlFwdThreads : kCeFwdThreads)}, fwd_smem, stream,
-         fwd_params);
+         {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
 
   CeMergeParams q;
   q.part_max = p.part_max;

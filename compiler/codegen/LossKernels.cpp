@@ -33,7 +33,7 @@ const std::vector<CeEntry>& entries() {
   using M = LossModule;
   static const std::vector<CeEntry> table = {
       {M::Forward, "linear_ce_fwd", "<TjProgram, TjArgs, kF16, kSm90Loop>",
-       "tilejit_ce::CeFwdCta::kThreads, 1",
+       "tilejit_ce::CeFwdCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
        Serves::WithoutKl},
       {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16>",
@@ -134,6 +134,7 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
   switch (m) {
     case LossModule::Forward:
       return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
+              {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
     case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
     case LossModule::Products: return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes}};
