@@ -228,6 +228,39 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
   }
 }
 
+// The rows of a gathered K-major kRows x 64 tile that load_kmajor's thread `tid` copies, read
+// from the gather list once and reused for every K step of the tile (a loader otherwise waits
+// for the list's loads before each step's copies).
+template <int kRows, int kThreads>
+struct GatheredRows {
+  static constexpr int kRowStep = kThreads / 8, kCount = kRows / kRowStep;
+  int row[kCount];  // matrix row, or -1 past the operand's rows
+
+  __device__ __forceinline__ void read(const int* gather, int rows, int tid) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      const int r = (tid >> 3) + i * kRowStep;
+      row[i] = r < rows ? gather[r] : -1;
+    }
+  }
+};
+
+// load_kmajor of a gathered operand whose rows this thread read into `rows` (op.gather unused).
+template <int kRows, int kThreads>
+__device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
+                                            const GatheredRows<kRows, kThreads>& rows, int tid) {
+  constexpr int kRowStep = GatheredRows<kRows, kThreads>::kRowStep;
+  const int chunk = tid & 7;
+  const bool col_ok = chunk * 8 < op.cols;
+  const u32 dst = smem_addr(tile + swz(tid >> 3, chunk));
+#pragma unroll
+  for (int i = 0; i < GatheredRows<kRows, kThreads>::kCount; ++i) {
+    const bool ok = col_ok && rows.row[i] >= 0;
+    cp_async16(dst + i * kRowStep * 128,
+               ok ? op.base + (long long)rows.row[i] * op.stride + chunk * 8 : op.base, ok);
+  }
+}
+
 // MN-major 64 (k) x kCols (m or n) tile, stored as kCols/64 panels of [64 k][64]: operand row r
 // = k row r, columns = m or n.
 template <int kCols, int kThreads>

@@ -222,7 +222,8 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
 // issues step t's products (one commit group) and, once those of step t - 1 are done
 // (wgmma_wait 1), releases step t - 1's stage; at the end of an output tile it waits for all,
 // releases the stage and runs tile_done while the loaders fill the ring ahead. Registers:
-// setmaxnreg 40 for the loaders, 232 for the compute threads (40 * 128 + 232 * 256 <= 64 K).
+// setmaxnreg 56 for the loaders (a gathered tile's rows stay in registers: 40 spilled), 224 for
+// the compute threads (56 * 128 + 224 * 256 = 168 * 384, what the launch allocated).
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
                                                   Load load, TileDone tile_done,
@@ -244,7 +245,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   __syncthreads();
   if (threadIdx.x >= Cta::kComputeThreads) {
-    tjk::setmaxnreg_dec<40>();
+    tjk::setmaxnreg_dec<56>();
     for (int step = 0; step < steps; ++step) {
       const int s = step % S;
       if (step >= S) tjk::mbar_wait(empty0 + 8 * s, ((step / S) - 1) & 1);
@@ -264,7 +265,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
     }
     return false;
   }
-  tjk::setmaxnreg_inc<232>();
+  tjk::setmaxnreg_inc<224>();
   bool held = false;  // the stage of step - 1 is still to be released
   for (int step = 0; step < steps; ++step) {
     const int s = step % S;

@@ -177,6 +177,11 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
 
   const int ksteps =
       kKl ? (max(R.dim, T.dim) + Cta::kK - 1) / Cta::kK : (R.dim + Cta::kK - 1) / Cta::kK;
+  // With an order (and no teacher, whose segment has its own), this thread's weight rows of the
+  // tile are read once rather than before every step's copies.
+  GatheredRows<kTileIds, Cta::kThreads> wrows;
+  const bool rows_read = !kKl && S.order;
+  if (rows_read) wrows.read(S.order + lbase, S.size - lbase, threadIdx.x);
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const bool of_teacher = kKl && step >= ksteps;
     const int k0 = (step - (of_teacher ? ksteps : 0)) * Cta::kK;
@@ -185,8 +190,11 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
     const int dim = of_teacher ? T.dim : R.dim;
     load_kmajor<kTileRows, Cta::kThreads>(
         a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0});
-    load_kmajor<kTileIds, Cta::kThreads>(
-        b_tile, weight_rows(of_teacher ? T.layout.seg[s] : S, lbase, k0, dim - k0));
+    const CeOperand w = weight_rows(of_teacher ? T.layout.seg[s] : S, lbase, k0, dim - k0);
+    if (rows_read)
+      load_kmajor<kTileIds, Cta::kThreads>(b_tile, w, wrows, threadIdx.x);
+    else
+      load_kmajor<kTileIds, Cta::kThreads>(b_tile, w);
   };
   typename Cta::Acc acc, teacher;  // the student's logits; with kKl, the teacher's
   if (kKl) {

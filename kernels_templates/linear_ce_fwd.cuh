@@ -44,7 +44,7 @@ struct CeFwdParams {
 // row tiles, and its 4 rows per thread carry less online state than 8 m16 rows would. It runs
 // warp-specialised (CeWsCta): a third warpgroup issues the copies, the two computing ones only
 // wait for stages and issue products. ptxas (CUDA 13.0, sm_90a, NVRTC module of
-// examples/programs/gemma2_softcap.tj): 168 registers at launch (setmaxnreg: 40 loading, 232
+// examples/programs/gemma2_softcap.tj): 168 registers at launch (setmaxnreg: 56 loading, 224
 // computing), no spills, 144 KiB dynamic + 1 KiB static shared memory (the ring's mbarriers),
 // 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255 registers).
 typedef CeWsCta<kFwdRows, kTileIds, 3> CeFwdWsCta;
@@ -114,6 +114,10 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   }
   const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
+  // A segment with an order: this thread's weight rows of the tile being loaded, read once per
+  // tile (the steps come in order).
+  GatheredRows<kTileIds, Cta::kLoadThreads> wrows;
+  int wrows_tile = -1;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
@@ -123,8 +127,16 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
         CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
                   R.dim - k0},
         Cta::load_thread());
-    load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, weight_rows(S, lbase, k0, R.dim - k0),
-                                             Cta::load_thread());
+    const CeOperand w = weight_rows(S, lbase, k0, R.dim - k0);
+    if (w.gather) {
+      if (tile != wrows_tile) {
+        wrows.read(w.gather, w.rows, Cta::load_thread());
+        wrows_tile = tile;
+      }
+      load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, wrows, Cta::load_thread());
+    } else {
+      load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
+    }
   };
 
   // The epilogue of a vocabulary tile. Everything that depends on the column alone (in range, weight
