@@ -28,8 +28,14 @@
 //     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), both consumers meet
 //     at a named barrier, and dQ = dS K (wgmma ss, both operands MN-major) is computed in 64 x 64
 //     blocks: at D = 128 each consumer its 64 d columns every step, at D = 64 the consumers take
-//     turns; the block is added to dq_accum with red.global.add.v4.f32, which dq_convert scales
-//     afterwards. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
+//     turns. The consumer stores its block into its own fp32 buffer in shared memory (the
+//     layout of two 32-column TMA boxes), its 128 threads meet at a named barrier, and one of
+//     them adds the buffer into dq_accum with two TMA reductions (cp.reduce.async.bulk.tensor
+//     add.f32, done in L2), which dq_convert scales afterwards. Per-thread vector reductions
+//     (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the L2 took 8192 of them per
+//     step per CTA. That thread waits for the reduction to have read the buffer
+//     (cp.async.bulk.wait_group.read) before the next step's dS barrier, which everyone passes
+//     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
 //     attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
 // A consumer waits for all its products of a step before releasing the stage. The dS buffers
@@ -49,8 +55,12 @@
 //       dQ: A = dS^T read as [q x kv], i.e. MN-major (imm-trans-a); B = a 64-column block of K as
 //           [kv x d], N-major (imm-trans-b). dS^T is written with the same swizzle: 128 kv rows
 //           of 64 q.
-//   - dS^T written with st.shared is read by wgmma through the async proxy: each writer fences
-//     (fence.proxy.async.shared::cta) before the named barrier the readers pass.
+//   - dS^T written with st.shared is read by wgmma through the async proxy, the dQ buffers by
+//     the TMA reductions: each writer fences (fence.proxy.async.shared::cta) before the named
+//     barrier the readers (or the issuing thread) pass.
+//   - dQ buffers: per 32-column box, 64 rows of 128 B, 1024-B aligned, the same 16-B chunk
+//     swizzle; the tensor map (runtime/AttentionTma.h) is 4-D over (d, s, h, b) of the packed
+//     fp32 accumulator, so rows past Sq fall outside it.
 //   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes; full[s] as
 //     above (33 arrivals + bytes); empty[s] 256 arrivals. Pass n over the ring waits for parity
 //     n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a fresh barrier reports parity 1 complete).
@@ -66,10 +76,11 @@
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
-// no spills and no local memory, except doc_softcap (two buffer reads in the mask plus a
-// soft-cap) at D = 128: 20 B of spills (atomic), 72 B (deterministic). Dynamic shared memory
-// 201728 B at D = 128 (3 stages), 137216 B at D = 64 (4 stages). HGMMA per step: 32 at D = 128
-// (24 deterministic), 24 at D = 64 (16 deterministic).
+// no spills and no local memory. (A dQ writer thread on the producer warpgroup, FA3's
+// arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
+// shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
+// at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
+// deterministic).
 #pragma once
 
 #include "attention_bwd_sm90_elements.cuh"
@@ -133,35 +144,37 @@ __device__ __forceinline__ void attn_bwd_sm90_store_ds(unsigned char* ds,
     }
 }
 
-// dst[0..3] += (a, b, c, d) in fp32: one vector reduction (sm_90).
-__device__ __forceinline__ void atomic_add4(float* dst, float a, float b, float c, float d) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "f"(a), "f"(b), "f"(c),
-               "f"(d)
-               : "memory");
+// Stores a 64 x 64 dQ accumulator block (this thread: rows 16 warp + g (+ 8), columns 8n + 2t
+// (+ 1)) into a dQ buffer (generic pointer into shared memory) as the TMA reduction reads it: two
+// boxes of 32 columns, rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r & 7). A warp's
+// 8-byte stores of one n fill two 128-byte wavefronts without conflicts.
+__device__ __forceinline__ void attn_bwd_sm90_store_dq(unsigned char* block,
+                                                       const float (&dq)[8][4], int warp,
+                                                       int lane) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * warp + (lane >> 2) + 8 * h;
+      const int chunk = 2 * (n & 3) + ((lane & 3) >> 1);
+      const int at = (n >> 2) * (64 * 128) + r * 128 + ((chunk ^ (r & 7)) << 4) + ((lane & 1) << 3);
+      *reinterpret_cast<float2*>(block + at) = make_float2(dq[n][2 * h], dq[n][2 * h + 1]);
+    }
 }
 
-// Adds a 64 x 64 dQ accumulator block to dq_accum (rows of kHeadDim floats): this thread holds
-// rows q0 and q0 + 8, columns d0 + 8n (+ 1). Lanes t and t ^ 1 of a quad swap halves so that
-// the even one holds four columns of row q0 and the odd one four of row q0 + 8: one 16-byte
-// reduction each instead of two 8-byte ones.
+// Adds consumer cw's dQ block (its buffer, stored and fenced by all 128 threads of the warpgroup,
+// which then met at a barrier) into dq_accum: two TMA reductions (f32 add in L2) of 32 columns,
+// at rows q0.. of q head `head` (rows past Sq are outside the map and skipped), by one thread,
+// one bulk group. The buffer may be rewritten once bulk_wait_group_read says the group was read.
 template <int kHeadDim>
-__device__ __forceinline__ void attn_bwd_sm90_add_dq(float* acc, const float (&dq)[8][4], int q0,
-                                                     int d0, int seq_q, int lane) {
-  const bool odd = (lane & 1) != 0;
-  const int q = q0 + (odd ? 8 : 0);
-  float* row = acc + static_cast<long long>(q) * kHeadDim + d0 - (odd ? 2 : 0);
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    const float give0 = odd ? dq[n][0] : dq[n][2], give1 = odd ? dq[n][1] : dq[n][3];
-    const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
-    const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-    if (q < seq_q) {
-      if (odd)
-        atomic_add4(row + 8 * n, got0, got1, dq[n][2], dq[n][3]);
-      else
-        atomic_add4(row + 8 * n, dq[n][0], dq[n][1], got0, got1);
-    }
-  }
+__device__ __forceinline__ void attn_bwd_sm90_send_dq(const AttnBwdTmaMaps& maps, unsigned base,
+                                                      int cw, int b, int head, int q0) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  const unsigned src = L::dq_block(base, cw);
+  const int d0 = kHeadDim == 128 ? 64 * cw : 0;
+  tma_reduce_add_4d(&maps.dq_accum, src, d0, q0, head, b);
+  tma_reduce_add_4d(&maps.dq_accum, src + L::kDqBoxBytes, d0 + 32, q0, head, b);
+  bulk_commit_group();
 }
 
 template <int kN>
@@ -175,8 +188,9 @@ __device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
 // A consumer warpgroup (cw = 0 or 1): keys kv0 + 64 cw .. + 63.
 template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
 __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& p, const Args& args,
-                                                      unsigned base, unsigned char* smem, int cw,
-                                                      int b, int hk, int kv0) {
+                                                      const AttnBwdTmaMaps& maps, unsigned base,
+                                                      unsigned char* smem, int cw, int b, int hk,
+                                                      int kv0) {
   using L = AttnBwdSm90Layout<kHeadDim>;
   constexpr int kQ = L::kQStep, kQN = kQ / 8, kQK = kQ / 16, kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
@@ -194,6 +208,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   attn_bwd_sm90_zero(dk);
   attn_bwd_sm90_zero(dv);
 
+  const bool dq_sender = kAtomicDq && thread == 0;  // issues this consumer's dQ reductions
+  if (dq_sender) tma_prefetch_descriptor(&maps.dq_accum);
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
   for (int step = 0;; ++step) {
@@ -261,6 +277,9 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     if (kAtomicDq) {
       attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
       fence_proxy_async_shared();
+      // This consumer's dQ block of an earlier step has been read out of its buffer before
+      // anyone passes the barrier below, so the buffer is free again after it.
+      if (dq_sender) bulk_wait_group_read<0>();
     }
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
@@ -282,14 +301,15 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     mbar_arrive(L::empty(base, slot.stage));
 
     if (dq_here) {
-      float* acc =
-          p.dq_accum + ((static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q) * kHeadDim;
-      attn_bwd_sm90_add_dq<kHeadDim>(acc, dq, st.q0 + 16 * warp + (lane >> 2), dq_col0 + col,
-                                     sh.seq_q, lane);
+      attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
+      fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
+      named_barrier_sync(kBwdDqBarrier + cw, 128);
+      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, st.head, st.q0);
     }
     slot.advance<L::kStages>();
   }
 
+  if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
   // Epilogue: dK * scale and dV, two elements per store.
   unsigned short* gdk = p.dk.head(b, hk);
   unsigned short* gdv = p.dv.head(b, hk);
@@ -344,8 +364,8 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
     return;
   }
   setmaxnreg_inc<240>();
-  attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, base, smem, wg - 1, b, hk,
-                                                            kv0);
+  attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, maps, base, smem, wg - 1, b,
+                                                            hk, kv0);
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif

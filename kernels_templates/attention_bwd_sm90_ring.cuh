@@ -12,14 +12,19 @@ namespace tjk {
 constexpr int kAttnBwdSm90Threads = 384;
 constexpr int kAttnBwdSm90BlockKV = 128;  // keys per CTA: two block-mask kv tiles
 constexpr int kBwdDsBarrier = 1;          // named barrier: both consumers' dS^T are stored
+constexpr int kBwdDqBarrier = 2;          // + cw: consumer cw's dQ block is stored (2 and 3)
 
-// The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
+// The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle;
+// and of the fp32 dQ accumulator [B, Hq, Sq, D], the same dims in 32 x 64 boxes (128 bytes of
+// 32 floats per row, 128-byte swizzle), which the dQ blocks are added into.
 struct AttnBwdTmaMaps {
-  TmaDescriptor q, k, v, d_out;
+  TmaDescriptor q, k, v, d_out, dq_accum;
 };
 
-// Shared memory, from a 1024-B aligned base: a block of mbarriers, the K and V tiles, two dS^T
-// buffers, then per stage the Q and dO tiles of one step and its lse and delta.
+// Shared memory, from a 1024-B aligned base: a block of mbarriers, step records and every stage's
+// lse and delta; the K and V tiles; two dS^T buffers; the two consumers' dQ blocks (fp32, as two
+// 32-column TMA boxes each); then per stage the Q and dO tiles of one step. At D = 128 this is
+// exactly the 227 KiB a CTA may have (the base's alignment slack included).
 template <int kHeadDim>
 struct AttnBwdSm90Layout {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper kernel supports D = 64 and 128");
@@ -32,27 +37,36 @@ struct AttnBwdSm90Layout {
   static constexpr int kQColBlockBytes = kQStep * 128;
   static constexpr int kQTileBytes = kColBlocks * kQColBlockBytes;
   static constexpr int kDsBytes = kQStep / 64 * kKvColBlockBytes;  // 128 kv rows x kQStep q
+  static constexpr int kDqBlockBytes = kQStep * 64 * 4;            // kQStep q x 64 d, fp32
+  static constexpr int kDqBoxBytes = kQStep * 128;                 // kQStep rows of 32 floats
   static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
-  static constexpr int kStageBytes = (2 * kQTileBytes + kStatsBytes + 1023) / 1024 * 1024;
-  static constexpr int kK = 1024;  // after the barrier block
+  static constexpr int kStats0 = 512;                              // in the barrier block
+  static constexpr int kBarrierBlockBytes = (kStats0 + kStages * kStatsBytes + 1023) / 1024 * 1024;
+  static constexpr int kStageBytes = 2 * kQTileBytes;
+  static constexpr int kK = kBarrierBlockBytes;
   static constexpr int kV = kK + kKvTileBytes;
   static constexpr int kDs = kV + kKvTileBytes;
-  static constexpr int kStage0 = kDs + 2 * kDsBytes;
+  static constexpr int kDq = kDs + 2 * kDsBytes;
+  static constexpr int kStage0 = kDq + 2 * kDqBlockBytes;
   // Up to 1023 bytes are lost aligning the dynamic shared memory base.
   static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
+  static_assert(kBytes <= 227 * 1024, "a CTA's shared memory on sm_90");
 
   // Barrier addresses: kv_full, full[kStages], empty[kStages].
   __device__ static unsigned kv_full(unsigned base) { return base; }
   __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
   __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
   // Byte offset from the base of a stage's step record (BwdSm90Step, 16 B), in the barrier block.
-  __device__ static int step_record(int s) { return 512 + 16 * s; }
+  __device__ static int step_record(int s) { return 256 + 16 * s; }
   __device__ static unsigned q_tile(unsigned base, int s) {
     return base + kStage0 + s * kStageBytes;
   }
   __device__ static unsigned do_tile(unsigned base, int s) { return q_tile(base, s) + kQTileBytes; }
+  __device__ static unsigned dq_block(unsigned base, int cw) {
+    return base + kDq + cw * kDqBlockBytes;
+  }
   // Byte offset from the base of a stage's lse (kQStep floats, delta right after).
-  __device__ static int stats(int s) { return kStage0 + s * kStageBytes + 2 * kQTileBytes; }
+  __device__ static int stats(int s) { return kStats0 + s * kStatsBytes; }
 };
 
 // How one consumer's 64 keys relate to the q tile of a step.

@@ -40,6 +40,32 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDescriptor* m
       : "memory");
 }
 
+// Adds the box at `src` (shared memory, laid out as a load of the same box would write it) into
+// the 4-D tensor map's box at (c0, c1, c2, c3), element-wise in the global memory's L2 (f32 add);
+// elements outside the tensor are skipped. One bulk async-group per bulk_commit_group.
+__device__ __forceinline__ void tma_reduce_add_4d(const TmaDescriptor* map, unsigned src, int c0,
+                                                  int c1, int c2, int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+      " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(generic_address(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until at most kPending of this thread's bulk groups still read their shared-memory
+// source (the source may be overwritten then) ...
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+// ... or are still incomplete (their writes not yet performed).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // mbarrier in shared memory (8 bytes, 8-byte aligned). A phase completes when `count` arrivals
 // and every expected transaction byte have been seen; its parity is 0 for the first phase.
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {

@@ -133,7 +133,7 @@ struct TmaMapsArg {  // tjk::AttnFwdTmaMaps
   CUtensorMap q, k, v;
 };
 struct BwdTmaMapsArg {  // tjk::AttnBwdTmaMaps
-  CUtensorMap q, k, v, d_out;
+  CUtensorMap q, k, v, d_out, dq_accum;
 };
 static_assert(sizeof(FwdParams) == kAttnFwdParamsBytes);
 static_assert(sizeof(TmaMapsArg) == kAttnFwdTmaMapsBytes);
@@ -448,7 +448,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   if (n_rows == 0 && int64_t{p.batch} * p.heads_kv * p.seq_kv == 0) return;
   std::vector<unsigned char> args = pack_args(main->layout, bindings);
   BwdTmaMapsArg maps{};
-  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v), tensor_map(d_out)};
+  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v), tensor_map(d_out), {}};
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
@@ -470,6 +470,12 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    det ? nullptr : work + delta_bytes / 4,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, stream, block_mask)};
+  if (sm90 && !det && n_rows > 0) {  // the dQ blocks are added into the accumulator by TMA
+    const int64_t shape[4] = {p.batch, p.heads_q, p.seq_q, p.dim};
+    dq_accum_tensor_map_args(params.dq_accum, shape)
+        .encode_with([&](auto... a) { Driver::get()->tensor_map_encode_tiled(a...); },
+                     &maps.dq_accum);
+  }
   void* rows_params[] = {&params};
   void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);

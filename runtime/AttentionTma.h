@@ -1,5 +1,5 @@
-// The TMA tensor maps of the Hopper attention forward (kernels_templates/attention_fwd_sm90.cuh):
-// one per Q, K, V, 4-D over (d, s, h, b) innermost first, loaded in 64 x 64 boxes with 128-byte
+// The TMA tensor maps of the Hopper attention kernels (kernels_templates/attention_fwd_sm90.cuh,
+// attention_bwd_sm90.cuh); those of the operands (Q, K, V, dO), 4-D over (d, s, h, b) innermost first, loaded in 64 x 64 boxes with 128-byte
 // swizzle (the shared-memory layout the kernel's wgmma descriptors read). Positions past the
 // tensor's extent read as zero, which is what the kernel relies on for partial tiles.
 //
@@ -59,6 +59,25 @@ inline TiledTensorMapArgs attention_tensor_map_args(void* data, const int64_t sh
   }
   a.box[0] = 64;  // 64 elements = 128 bytes, the swizzle span
   a.box[1] = 64;  // rows: half a 128-row tile, one block-mask kv tile
+  a.box[2] = 1;
+  a.box[3] = 1;
+  return a;
+}
+
+// The backward's fp32 dQ accumulator, packed [B, H, S, D] (D = 64 or 128), into which the Hopper
+// kernel adds its dQ blocks with TMA reductions: boxes of 32 floats (128 bytes, the swizzle
+// span) by 64 rows, 128-byte swizzle; rows past S are outside the tensor, so nothing is added
+// there.
+inline TiledTensorMapArgs dq_accum_tensor_map_args(float* data, const int64_t shape[4]) {
+  TiledTensorMapArgs a;
+  a.type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  a.address = data;
+  const int64_t extent[4] = {shape[3], shape[2], shape[1], shape[0]};
+  for (int i = 0; i < 4; ++i) a.dims[i] = static_cast<cuuint64_t>(extent[i] > 0 ? extent[i] : 1);
+  for (int i = 0; i < 3; ++i)
+    a.strides[i] = (i == 0 ? a.dims[0] * 4 : a.strides[i - 1] * a.dims[i]);
+  a.box[0] = 32;
+  a.box[1] = 64;
   a.box[2] = 1;
   a.box[3] = 1;
   return a;

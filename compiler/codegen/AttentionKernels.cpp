@@ -185,7 +185,7 @@ AttentionLaunchShape attention_launch_shape(std::string_view kernel, int head_di
   if (kernel == "attention_bwd_det") return {128, d128 ? 107520 : 58368};
   if (kernel == "attention_bwd_dq") return {256, d128 ? 131072 : 65536};
   if (kernel == "attention_bwd_sm90" || kernel == "attention_bwd_sm90_det")
-    return {384, d128 ? 201728 : 137216};
+    return {384, d128 ? 232448 : 167936};
   if (kernel == "attention_bwd_preprocess" || kernel == "attention_bwd_dq_convert") return {256, 0};
   internal_error("unknown attention kernel {}", kernel);
 }

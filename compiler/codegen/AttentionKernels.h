@@ -96,7 +96,7 @@ inline constexpr int kAttentionBlockKV = 64;
 inline constexpr size_t kAttnFwdParamsBytes = 216;
 inline constexpr size_t kAttnBwdParamsBytes = 360;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 384;
-inline constexpr size_t kAttnBwdTmaMapsBytes = 512;
+inline constexpr size_t kAttnBwdTmaMapsBytes = 640;
 // Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is
 // (B * Hkv, ceil(kv_tiles / 2)).
 inline constexpr int kAttentionBwdSm90BlockKV = 128;

@@ -234,10 +234,10 @@ inline size_t layout_index(int b, int h, int s, int d, int H, int S, int D, bool
               : ((static_cast<size_t>(b) * H + h) * S + s) * D + d;
 }
 
-// The TMA tensor map of an attention operand, encoded as the runtime does
-// (runtime/AttentionTma.h) through the driver entry point the CUDA runtime hands out.
-inline tjk::TmaDescriptor tensor_map(const tjk::AttnTensor& t, int B, int H, int S, int D,
-                                     bool f16) {
+// A TMA tensor map encoded from the runtime's arguments (runtime/AttentionTma.h) through the
+// driver entry point the CUDA runtime hands out; `what` names it in the error.
+inline tjk::TmaDescriptor encode_tensor_map(const tilejit::TiledTensorMapArgs& args,
+                                            const char* what) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult status{};
@@ -250,19 +250,24 @@ inline tjk::TmaDescriptor tensor_map(const tjk::AttnTensor& t, int B, int H, int
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   static_assert(sizeof(tjk::TmaDescriptor) == sizeof(CUtensorMap), "tensor map size");
-  const int64_t shape[4] = {B, H, S, D};
-  const int64_t strides[3] = {t.stride_b, t.stride_h, t.stride_s};
   CUtensorMap map;
-  CUresult r =
-      tilejit::attention_tensor_map_args(t.ptr, shape, strides, f16).encode_with(encode, &map);
+  CUresult r = args.encode_with(encode, &map);
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for [%d, %d, %d, %d]\n",
-                 static_cast<int>(r), B, H, S, D);
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for %s\n", static_cast<int>(r), what);
     std::exit(2);
   }
-  tjk::TmaDescriptor out;
-  std::memcpy(&out, &map, sizeof map);
-  return out;
+  tjk::TmaDescriptor d;
+  std::memcpy(&d, &map, sizeof d);
+  return d;
+}
+
+// The TMA tensor map of an attention operand, encoded as the runtime does.
+inline tjk::TmaDescriptor tensor_map(const tjk::AttnTensor& t, int B, int H, int S, int D,
+                                     bool f16) {
+  const int64_t shape[4] = {B, H, S, D};
+  const int64_t strides[3] = {t.stride_b, t.stride_h, t.stride_s};
+  return encode_tensor_map(tilejit::attention_tensor_map_args(t.ptr, shape, strides, f16),
+                           "an attention operand");
 }
 
 inline tjk::AttnFwdTmaMaps tensor_maps(const tjk::AttentionFwdParams& p, int D, bool f16) {
@@ -272,13 +277,17 @@ inline tjk::AttnFwdTmaMaps tensor_maps(const tjk::AttentionFwdParams& p, int D, 
           tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16)};
 }
 
-// The backward's maps: Q and dO shaped like Q, K and V like K.
+// The backward's maps: Q and dO shaped like Q, K and V like K, and the fp32 dQ accumulator.
 inline tjk::AttnBwdTmaMaps tensor_maps(const tjk::AttentionBwdParams& p, int D, bool f16) {
   const tjk::AttnShape& s = p.shape;
+  const int64_t dq_shape[4] = {s.batch, s.heads_q, s.seq_q, D};
   return {tensor_map(p.q, s.batch, s.heads_q, s.seq_q, D, f16),
           tensor_map(p.k, s.batch, s.heads_kv, s.seq_kv, D, f16),
           tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16),
-          tensor_map(p.d_out, s.batch, s.heads_q, s.seq_q, D, f16)};
+          tensor_map(p.d_out, s.batch, s.heads_q, s.seq_q, D, f16),
+          p.dq_accum ? encode_tensor_map(tilejit::dq_accum_tensor_map_args(p.dq_accum, dq_shape),
+                                         "the dQ accumulator")
+                     : tjk::TmaDescriptor{}};
 }
 
 // Whether this binary carries the sm_90a forward for the current device (built for sm_90a and
