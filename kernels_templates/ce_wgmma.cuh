@@ -213,25 +213,23 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
 // (the caller returns them: only the compute threads may meet at barriers afterwards, with
 // Cta::kComputeThreads as the count).
 //
-// Per stage s two mbarriers (static shared memory): full[s] completes when every loading thread
-// has arrived after its copies of the stage landed and were fenced into the async proxy (wgmma
-// reads shared memory through it); empty[s] when every compute thread has arrived after the
-// products reading the stage completed. A loading thread issues step t's copies once empty[t % S]
-// completed pass t / S - 1, then waits for its copies of step t - 1 and arrives on their full,
-// so two steps of copies are in flight. A compute warpgroup waits full[t % S] (pass t / S),
+// Per stage s two mbarriers (static shared memory): full[s] completes when every loading thread's
+// copies of the stage have landed (cp.async.mbarrier.arrive.noinc: the arrival is the copies'
+// completion, so a loader never waits for its own copies and keeps up to kStages steps in
+// flight); empty[s] when every compute thread has arrived after the products reading the stage
+// completed. A compute warpgroup waits full[t % S] (pass t / S), fences the stage into the async
+// proxy (wgmma reads shared memory through it; the copies wrote it through the generic one),
 // issues step t's products (one commit group) and, once those of step t - 1 are done
 // (wgmma_wait 1), releases step t - 1's stage; at the end of an output tile it waits for all,
-// releases the stage and runs tile_done while the loaders fill the ring ahead. Registers:
-// setmaxnreg 56 for the loaders (a gathered tile's rows stay in registers: 40 spilled), 224 for
-// the compute threads (56 * 128 + 224 * 256 = 168 * 384, what the launch allocated).
+// releases the stage and runs tile_done while the loaders fill the ring ahead. Stage, pass and
+// position in the tile are counted, not divided. Registers: setmaxnreg 56 for the loaders (a
+// gathered tile's rows stay in registers: 40 spilled), 224 for the compute threads
+// (56 * 128 + 224 * 256 = 168 * 384, what the launch allocated).
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
                                                   Load load, TileDone tile_done,
                                                   typename Cta::Acc& acc) {
   constexpr int S = Cta::kStages;
-  // A loader hands step t - 1 over only after issuing step t, for which it waits for the release
-  // of step t - S: with two stages that release would wait for step t - 1's hand-over.
-  static_assert(S >= 3, "the ring needs three stages");
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
   if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
@@ -246,48 +244,42 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   __syncthreads();
   if (threadIdx.x >= Cta::kComputeThreads) {
     tjk::setmaxnreg_dec<56>();
+    int s = 0, pass = 0;
     for (int step = 0; step < steps; ++step) {
-      const int s = step % S;
-      if (step >= S) tjk::mbar_wait(empty0 + 8 * s, ((step / S) - 1) & 1);
+      if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
       u16* st = smem + s * Cta::kStageElems;
       load(st, st + Cta::kAElems, step);
-      cp_async_commit();
-      if (step > 0) {
-        cp_async_wait<1>();  // this thread's copies of step - 1 have landed
-        tjk::fence_proxy_async_shared();
-        tjk::mbar_arrive(full0 + 8 * ((step - 1) % S));
-      }
+      tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
+      if (++s == S) s = 0, ++pass;
     }
-    if (steps > 0) {
-      cp_async_wait<0>();
-      tjk::fence_proxy_async_shared();
-      tjk::mbar_arrive(full0 + 8 * ((steps - 1) % S));
-    }
+    tjk::cp_async_wait_all();
     return false;
   }
   tjk::setmaxnreg_inc<224>();
-  bool held = false;  // the stage of step - 1 is still to be released
+  int s = 0, pass = 0, k = 0;  // stage, pass over the ring, step within the output tile
+  int held = -1;               // the stage of step - 1, still to be released
   for (int step = 0; step < steps; ++step) {
-    const int s = step % S;
-    tjk::mbar_wait(full0 + 8 * s, (step / S) & 1);
+    tjk::mbar_wait(full0 + 8 * s, pass & 1);
+    tjk::fence_proxy_async_shared();
     const u32 cur = smem_base + s * (Cta::kStageElems * 2);
     pin_acc(acc);
     tjk::wgmma_fence();
     // An output tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
-    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2,
-                                              step % steps_per_tile != 0);
+    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2, k != 0);
     tjk::wgmma_commit();
     tjk::wgmma_wait<1>();  // step - 1's products are done
     pin_acc(acc);
-    if (held) tjk::mbar_arrive(empty0 + 8 * ((step + S - 1) % S));
-    held = true;
-    if ((step + 1) % steps_per_tile == 0) {
+    if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
+    held = s;
+    if (++k == steps_per_tile) {
       tjk::wgmma_wait<0>();
       pin_acc(acc);
       tjk::mbar_arrive(empty0 + 8 * s);
-      held = false;
+      held = -1;
       tile_done(step / steps_per_tile, acc);
+      k = 0;
     }
+    if (++s == S) s = 0, ++pass;
   }
   tjk::wgmma_wait<0>();
   pin_acc(acc);

@@ -6,8 +6,8 @@
 // one), with the pipeline running across tile boundaries. Two tile loops, one body: the portable
 // CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync, 256 threads) and, when the module asks for
 // it (kSm90Loop) and is compiled for sm_90a, CeFwdWsCta (ce_wgmma.cuh: two warpgroups of
-// 128 x 128 on wgmma and one that loads, 384 threads). Both take the same dynamic shared memory
-// (fwd_launch_threads says how many threads). The epilogue
+// 128 x 128 on wgmma and one that loads, 384 threads, four stages; fwd_launch_threads and
+// fwd_launch_smem give the launch). The epilogue
 // applies bias and logit_mod (its constant part computed once per thread, its row part once per
 // row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
 // exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
@@ -45,16 +45,20 @@ struct CeFwdParams {
 // warp-specialised (CeWsCta): a third warpgroup issues the copies, the two computing ones only
 // wait for stages and issue products. ptxas (CUDA 13.0, sm_90a, NVRTC module of
 // examples/programs/gemma2_softcap.tj): 168 registers at launch (setmaxnreg: 56 loading, 224
-// computing), no spills, 144 KiB dynamic + 1 KiB static shared memory (the ring's mbarriers),
+// computing), no spills, 192 KiB dynamic + 1 KiB static shared memory (the ring's mbarriers),
 // 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255 registers).
-typedef CeWsCta<kFwdRows, kTileIds, 3> CeFwdWsCta;
-static_assert(CeFwdWsCta::kSmemBytes == CeFwdCta::kSmemBytes,
-              "both forward loops take the same dynamic shared memory");
-// Threads a forward launch takes: the Hopper CTA's when the module asks for the Hopper loop and
-// runs on sm_90a (the runtime and the harness launch it only there), the portable CTA's otherwise.
+typedef CeWsCta<kFwdRows, kTileIds, 4> CeFwdWsCta;
+// Threads and dynamic shared memory a forward launch takes: the Hopper CTA's when the module asks
+// for the Hopper loop and runs on sm_90a (the runtime and the harness launch it only there), the
+// portable CTA's otherwise. The Hopper ring has four stages (192 KiB, past sm_80's 163 KiB): its
+// loaders keep every stage in flight.
 template <bool kSm90Loop>
 __host__ __device__ constexpr int fwd_launch_threads() {
   return kSm90Loop ? CeFwdWsCta::kThreads : CeFwdCta::kThreads;
+}
+template <bool kSm90Loop>
+__host__ __device__ constexpr int fwd_launch_smem() {
+  return kSm90Loop ? CeFwdWsCta::kSmemBytes : CeFwdCta::kSmemBytes;
 }
 
 // The forward's CTA type: the Hopper loop where asked for and available, the portable one

@@ -353,10 +353,11 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   }
   void* fwd_params[] = {st->args.data(), &p};
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
-  const int fwd_smem = P.kl ? kCeKlFwdSmemBytes : kCeFwdSmemBytes;
-  // The Hopper loop's forward (sm_90a modules) adds a warpgroup that only loads.
+  // The Hopper loop's forward (sm_90a modules) adds a warpgroup that only loads, and a stage.
   const bool sm90_fwd = !P.kl && K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const int fwd_threads = P.kl ? kCeKlFwdThreads : sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads;
+  const int fwd_smem =
+      P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);

@@ -134,7 +134,7 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
   switch (m) {
     case LossModule::Forward:
       return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
-              {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSmemBytes},
+              {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
     case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
     case LossModule::Products: return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes}};

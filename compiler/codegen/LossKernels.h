@@ -74,7 +74,8 @@ inline constexpr size_t kCeClassifyParamsBytes = 424;
 inline constexpr size_t kCeBwdParamsBytes = 944;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
-inline constexpr int kCeFwdSm90Threads = 384;  // CeFwdWsCta: the Hopper loop's forward on sm_90a
+// CeFwdWsCta: the Hopper loop's forward on sm_90a
+inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta

@@ -158,7 +158,7 @@ struct Runner {
     CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, false>, smem,
                             CeFwdCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, true>, smem,
-                            CeFwdCta::kSmemBytes));
+                            fwd_launch_smem<true>()));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, false>, smem,
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, true>, smem,
@@ -214,10 +214,10 @@ struct Runner {
     p.target_raw = slice<float>(base, ws.target_raw);
     p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
-    const dim3 grid(ws.fwd_row_tiles, ws.splits);  // same grid and shared memory; threads differ
+    const dim3 grid(ws.fwd_row_tiles, ws.splits);  // same grid; threads and stages differ
     if (g_sm90_loop)
       linear_ce_fwd_kernel<Prog, Args, false, true>
-          <<<grid, fwd_launch_threads<true>(), CeFwdCta::kSmemBytes>>>(args, p);
+          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p);
     else
       linear_ce_fwd_kernel<Prog, Args, false, false>
           <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
