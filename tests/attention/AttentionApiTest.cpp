@@ -12,6 +12,7 @@
 #include "compiler/Error.h"
 #include "dsl/TextForm.h"
 #include "runtime/Attention.h"
+#include "runtime/AttentionTma.h"
 #include "runtime/Driver.h"
 #include "runtime/MaskAnalysis.h"
 #include "tests/attention/AttentionTestSupport.h"
@@ -79,6 +80,50 @@ void expect_user_error(const std::function<void()>& call, std::vector<std::strin
           << "message lacks '" << w << "': " << e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not a UserError: " << e.what();
+  }
+}
+
+// The Hopper kernels' tensor maps, as cuTensorMapEncodeTiled receives them: dims innermost first,
+// byte strides of the outer dims, the boxes the kernels' shared-memory layouts assume. The
+// expected values are spelled out from the layouts, not computed by the code under test.
+TEST(AttentionApi, TensorMapsDescribeTheOperandsAndTheDqAccumulator) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int64_t B = 1 + rng() % 3, H = 1 + rng() % 5, S = rng() % 300, D = rng() % 2 ? 64 : 128;
+    // A strided operand: [B, H, S, D] stored as [B, S, H, D] with padding between batches.
+    const int64_t stride_s = H * D, stride_h = D, stride_b = (S + 3) * H * D;
+    const int64_t shape[4] = {B, H, S, D}, strides[3] = {stride_b, stride_h, stride_s};
+    const bool f16 = trial % 2 == 0;
+    TiledTensorMapArgs q = attention_tensor_map_args(reinterpret_cast<void*>(0x1000), shape,
+                                                     strides, f16);
+    EXPECT_EQ(q.type, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    EXPECT_EQ(q.rank, 4u);
+    const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(S > 0 ? S : 1), cuuint64_t(H),
+                                cuuint64_t(B)};
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(q.dims[i], dims[i]) << "operand dim " << i;
+    if (S > 1) EXPECT_EQ(q.strides[0], cuuint64_t(stride_s * 2));
+    if (H > 1) EXPECT_EQ(q.strides[1], cuuint64_t(stride_h * 2));
+    if (B > 1) EXPECT_EQ(q.strides[2], cuuint64_t(stride_b * 2));
+    for (cuuint64_t st : q.strides) EXPECT_EQ(st % 16, 0u);
+    EXPECT_EQ(q.box[0], 64u);
+    EXPECT_EQ(q.box[1], 64u);
+    EXPECT_EQ(q.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+
+    float* acc = reinterpret_cast<float*>(0x2000);
+    TiledTensorMapArgs dq = dq_accum_tensor_map_args(acc, shape);
+    EXPECT_EQ(dq.type, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+    EXPECT_EQ(dq.address, acc);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(dq.dims[i], dims[i]) << "dq dim " << i;
+    // Packed fp32 [B, H, S, D]: a row is D floats, a head S rows, a batch H heads.
+    const int64_t rows = S > 0 ? S : 1;
+    EXPECT_EQ(dq.strides[0], cuuint64_t(D * 4));
+    EXPECT_EQ(dq.strides[1], cuuint64_t(rows * D * 4));
+    EXPECT_EQ(dq.strides[2], cuuint64_t(H * rows * D * 4));
+    EXPECT_EQ(dq.box[0] * 4, 128u);  // one 128-byte swizzle span of floats
+    EXPECT_EQ(dq.box[1], 64u);       // a step's q rows
+    EXPECT_EQ(dq.box[2], 1u);
+    EXPECT_EQ(dq.box[3], 1u);
+    EXPECT_EQ(dq.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
   }
 }
 
