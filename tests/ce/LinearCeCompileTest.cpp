@@ -45,6 +45,19 @@ void expect_no_local_memory(const std::string& log, size_t entry_count, const st
   EXPECT_EQ(entries, entry_count) << what;
 }
 
+// A module compiled for `arch` with ptxas's per-entry account (registers, stack, spills) in the
+// log, and the PTX when asked for.
+CompileResult compile_verbose(const LinearCeModule& m, const char* arch, bool want_ptx = false) {
+  std::vector<std::string> options = m.spec.options;
+  options.push_back("--ptxas-options=-v");
+  return nvrtc_compile({.program_name = m.source.cuda.file_name,
+                        .source = m.spec.source,
+                        .headers = m.spec.headers,
+                        .options = options,
+                        .arch = arch,
+                        .want_ptx = want_ptx});
+}
+
 TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
   LoweredLoss l = lower(loss_of(load_program(example("two_segments"))));
   const std::string hash16 = l.hash.substr(0, 16);
@@ -199,13 +212,7 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
   for (DType dtype : {DType::BF16, DType::F16})
     for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90)) {
       if (m.source.module != LossModule::Products) continue;
-      std::vector<std::string> options = m.spec.options;
-      options.push_back("--ptxas-options=-v");
-      CompileResult r = nvrtc_compile({.program_name = m.source.cuda.file_name,
-                                       .source = m.spec.source,
-                                       .headers = m.spec.headers,
-                                       .options = options,
-                                       .arch = "sm_90a"});
+      CompileResult r = compile_verbose(m, "sm_90a");
       const std::string what = fmt::format("[{}]:\n{}", m.source.variant, r.log);
       std::printf("%s\n", what.c_str());  // registers per entry point, for the record
       EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
@@ -227,14 +234,7 @@ TEST(LinearCeCompile, SoftcapModulesHoistTheDivisionAndDoNotSpill) {
       const LossModule module = m.source.module;
       if (module != LossModule::Forward && module != LossModule::Gradient) continue;
       for (const char* arch : {"sm_90a", "sm_80"}) {
-        std::vector<std::string> options = m.spec.options;
-        options.push_back("--ptxas-options=-v");
-        CompileResult r = nvrtc_compile({.program_name = m.source.cuda.file_name,
-                                         .source = m.spec.source,
-                                         .headers = m.spec.headers,
-                                         .options = options,
-                                         .arch = arch,
-                                         .want_ptx = true});
+        CompileResult r = compile_verbose(m, arch, /*want_ptx=*/true);
         const std::string what = fmt::format("[{} {}]:\n{}", m.source.variant, arch, r.log);
         const auto divisions = std::distance(
             std::sregex_iterator(r.ptx.begin(), r.ptx.end(), f32_division), std::sregex_iterator());
