@@ -7,10 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include "compiler/Error.h"
 #include "dsl/TextForm.h"
 #include "runtime/LinearCe.h"
+#include "runtime/LinearCeTma.h"
 
 namespace tilejit::testing {
 namespace {
@@ -255,6 +257,28 @@ INSTANTIATE_TEST_SUITE_P(All, LinearCeMisuse, ::testing::ValuesIn(kMisuses),
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// The Hopper forward's tensor map of the compacted rows, as cuTensorMapEncodeTiled receives it:
+// 2-D (dim, rows), a row of dim 16-bit elements, boxes of 64 columns by the forward's row tile.
+TEST(LinearCeApi, HiddenTensorMapDescribesTheCompactedRows) {
+  for (auto [rows, dim, f16] : {std::tuple<int64_t, int64_t, bool>{8192, 2304, false},
+                                {1, 8, true},
+                                {0, 4096, false},
+                                {300, 5120, true}}) {
+    const TiledTensorMapArgs a =
+        ce_hidden_tensor_map_args(reinterpret_cast<void*>(0x4000), rows, dim, f16);
+    EXPECT_EQ(a.rank, 2u);
+    EXPECT_EQ(a.type, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    EXPECT_EQ(a.address, reinterpret_cast<void*>(0x4000));
+    EXPECT_EQ(a.dims[0], cuuint64_t(dim));
+    EXPECT_EQ(a.dims[1], cuuint64_t(rows > 0 ? rows : 1));
+    EXPECT_EQ(a.strides[0], cuuint64_t(dim * 2));
+    EXPECT_EQ(a.strides[0] % 16, 0u);
+    EXPECT_EQ(a.box[0] * 2, 128u);  // one 128-byte swizzle span
+    EXPECT_EQ(a.box[1], 256u);      // the forward's row tile
+    EXPECT_EQ(a.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+  }
+}
 
 TEST(LinearCeApi, CapturedParamsAreChecked) {
   Call call;

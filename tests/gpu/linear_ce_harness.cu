@@ -22,9 +22,11 @@
 #include "kernels_templates/linear_ce_bwd.cuh"
 #include "kernels_templates/linear_ce_fwd.cuh"
 #include "kernels_templates/linear_ce_order.cuh"
+#include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/VocabOrderPlan.h"
 #include "tests/gpu/linear_ce_harness_data.cuh"
+#include "tests/gpu/tma_encode.h"
 #include "tests/support/LinearCeReference.h"
 
 using namespace tilejit_ce;
@@ -215,12 +217,17 @@ struct Runner {
     p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
     const dim3 grid(ws.fwd_row_tiles, ws.splits);  // same grid; threads and stages differ
-    if (g_sm90_loop)
+    static_assert(tilejit::kCeFwdTmaRows == kFwdRows, "the TMA box is the forward's row tile");
+    CeFwdMaps maps{};  // the Hopper loop's A tiles come by TMA, as in the runtime
+    if (g_sm90_loop) {
+      maps.hidden = encode_tensor_map(
+          tilejit::ce_hidden_tensor_map_args(p.rows.hidden, n_kept, P.dim, false), "kept rows");
       linear_ce_fwd_kernel<Prog, Args, false, true>
-          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p);
-    else
+          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p, maps);
+    } else {
       linear_ce_fwd_kernel<Prog, Args, false, false>
-          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p, maps);
+    }
     CeMergeParams q;
     q.part_max = p.part_max;
     q.part_sum = p.part_sum;
