@@ -7,8 +7,8 @@
 // CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync, 256 threads) and, when the module asks for
 // it (kSm90Loop) and is compiled for sm_90a, CeFwdWsCta (ce_wgmma.cuh: two warpgroups of
 // 128 x 128 on wgmma and one that loads, 384 threads, four stages; fwd_launch_threads and
-// fwd_launch_smem give the launch; the hidden tile of a step is one TMA box, CeFwdMaps, the
-// weight rows cp.async copies, gathered through an order or not). The epilogue
+// fwd_launch_smem give the launch; a step's hidden tile and, without an order, its weight tile
+// are TMA boxes, CeFwdMaps; weight rows gathered through an order are cp.async copies). The epilogue
 // applies bias and logit_mod (its constant part computed once per thread, its row part once per
 // row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
 // exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
@@ -39,12 +39,15 @@ struct CeFwdParams {
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 
-// The forward's tensor map: the kept rows of E, packed [n_kept, dim] (the runtime compacts them),
-// 2-D over (dim, n_kept), 64 x kFwdRows boxes with 128-byte swizzle: one box is a stage's A tile,
-// as load_kmajor lays it out (rows past n_kept and columns past dim read as zero). Encoded on
-// the host (runtime/LinearCeTma.h); read only by the Hopper loop.
+// The forward's tensor maps: the kept rows of E, packed [n_kept, dim] (the runtime compacts them),
+// 2-D over (dim, n_kept), 64 x kFwdRows boxes, and each segment's weight rows, 2-D over
+// (dim, size), 64 x kTileIds boxes; 128-byte swizzle: one box is a stage's A (or B) tile as
+// load_kmajor lays it out (rows and columns past the extent read as zero). Encoded on the host
+// (runtime/LinearCeTma.h); read only by the Hopper loop, which copies the weight rows of a
+// segment with an order through cp.async instead (gathered).
 struct CeFwdMaps {
   tjk::TmaDescriptor hidden;
+  tjk::TmaDescriptor weight[kMaxSegments];
 };
 
 // The Hopper forward CTA: the portable one's tile and shared memory, as two warpgroups of
@@ -143,6 +146,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
                     R.dim - k0},
           Cta::load_thread());
     const CeOperand w = weight_rows(S, lbase, k0, R.dim - k0);
+    if (Cta::kWarpSpecialized && !w.gather) return;  // the Hopper loop's TMA brings it
     if (w.gather) {
       if (tile != wrows_tile) {
         wrows.read(w.gather, w.rows, Cta::load_thread());
@@ -274,16 +278,24 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     }
   };
 
-  // The Hopper loop's A tile: one TMA box of kFwdRows kept rows by 64 columns per step.
-  auto load_hidden = [&](u32 a_tile, u32 full, int step) {
-    tjk::mbar_arrive_expect_tx(full, kFwdRows * 128);
-    tjk::tma_load_2d(a_tile, &maps.hidden, (step % ksteps) * Cta::kK, row0, full);
+  // The Hopper loop's TMA copies of a step: the A tile (kFwdRows kept rows by 64 columns) and,
+  // where the segment has no order, the B tile (kTileIds weight rows); one arrival with the bytes.
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
+    const int si = tile_segment(L, tile);
+    const CeSegment& S = L.seg[si];
+    const bool b_box = !S.order;
+    tjk::mbar_arrive_expect_tx(full, (kFwdRows + (b_box ? kTileIds : 0)) * 128);
+    tjk::tma_load_2d(a_tile, &maps.hidden, k0, row0, full);
+    if (b_box)
+      tjk::tma_load_2d(a_tile + Cta::kAElems * 2, &maps.weight[si], k0,
+                       (tile - S.first_tile) * kTileIds, full);
   };
 
   typename Cta::Acc acc;
   int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
   if (!ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc,
-                                           load_hidden))
+                                           load_boxes))
     return;  // a loading warpgroup (CeWsCta): done
 
   // Row partials: across the 4 lanes of a quad, then across the column warps (the loop has

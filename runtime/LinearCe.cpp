@@ -360,11 +360,20 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   const int fwd_threads = P.kl ? kCeKlFwdThreads : sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads;
   const int fwd_smem =
       P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
-  static_assert(kCeFwdTmaRows == kCeFwdRows, "the TMA box is the forward's row tile");
-  if (sm90_fwd)  // its A tiles come by TMA from the compacted rows
-    ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, hidden.dtype == DType::F16)
-        .encode_with([&](auto... a) { Driver::get()->tensor_map_encode_tiled(a...); },
-                     &maps.hidden);
+  static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
+                "the TMA boxes are the forward's tiles");
+  if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights of unordered segments
+    const bool f16 = hidden.dtype == DType::F16;
+    auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
+      a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
+    };
+    encode(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16), &maps.hidden);
+    for (int32_t s = 0; s < p.layout.num_segments; ++s) {
+      const CeSegment& seg = p.layout.seg[s];
+      encode(ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16),
+             &maps.weight[s]);
+    }
+  }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);

@@ -114,8 +114,9 @@ struct CeBwdParams {
 };
 static_assert(sizeof(CeLayout) == kCeLayoutBytes);
 static_assert(sizeof(CeFwdParams) == kCeFwdParamsBytes);
-struct CeFwdMaps {  // the Hopper forward's tensor map (runtime/LinearCeTma.h)
+struct CeFwdMaps {  // the Hopper forward's tensor maps (runtime/LinearCeTma.h)
   CUtensorMap hidden;
+  CUtensorMap weight[kMaxSegments];
 };
 static_assert(sizeof(CeFwdMaps) == kCeFwdMapsBytes);
 static_assert(sizeof(CeMergeParams) == kCeMergeParamsBytes);

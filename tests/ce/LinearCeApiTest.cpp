@@ -258,9 +258,10 @@ INSTANTIATE_TEST_SUITE_P(All, LinearCeMisuse, ::testing::ValuesIn(kMisuses),
                            return n;
                          });
 
-// The Hopper forward's tensor map of the compacted rows, as cuTensorMapEncodeTiled receives it:
-// 2-D (dim, rows), a row of dim 16-bit elements, boxes of 64 columns by the forward's row tile.
-TEST(LinearCeApi, HiddenTensorMapDescribesTheCompactedRows) {
+// The Hopper forward's tensor maps, as cuTensorMapEncodeTiled receives them: 2-D (dim, rows), boxes
+// of 64 columns by the forward's row tile (compacted rows, row stride dim) or a vocabulary tile
+// (a segment's weights, their own row stride).
+TEST(LinearCeApi, TensorMapsDescribeTheCompactedRowsAndTheWeights) {
   for (auto [rows, dim, f16] : {std::tuple<int64_t, int64_t, bool>{8192, 2304, false},
                                 {1, 8, true},
                                 {0, 4096, false},
@@ -277,6 +278,14 @@ TEST(LinearCeApi, HiddenTensorMapDescribesTheCompactedRows) {
     EXPECT_EQ(a.box[0] * 2, 128u);  // one 128-byte swizzle span
     EXPECT_EQ(a.box[1], 256u);      // the forward's row tile
     EXPECT_EQ(a.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    // A segment's weights with a padded row stride: the vocabulary tile's 128 rows per box.
+    const TiledTensorMapArgs w =
+        ce_weight_tensor_map_args(reinterpret_cast<void*>(0x8000), rows, dim, dim + 64, f16);
+    EXPECT_EQ(w.dims[0], cuuint64_t(dim));
+    EXPECT_EQ(w.dims[1], cuuint64_t(rows > 0 ? rows : 1));
+    EXPECT_EQ(w.strides[0], cuuint64_t((dim + 64) * 2));
+    EXPECT_EQ(w.box[0], 64u);
+    EXPECT_EQ(w.box[1], 128u);
   }
 }
 

@@ -217,11 +217,19 @@ struct Runner {
     p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
     const dim3 grid(ws.fwd_row_tiles, ws.splits);  // same grid; threads and stages differ
-    static_assert(tilejit::kCeFwdTmaRows == kFwdRows, "the TMA box is the forward's row tile");
-    CeFwdMaps maps{};  // the Hopper loop's A tiles come by TMA, as in the runtime
+    static_assert(tilejit::kCeFwdTmaRows == kFwdRows && tilejit::kCeWeightTmaRows == kTileIds,
+                  "the TMA boxes are the forward's tiles");
+    CeFwdMaps maps{};  // the Hopper loop's tiles come by TMA, as in the runtime
     if (g_sm90_loop) {
       maps.hidden = encode_tensor_map(
           tilejit::ce_hidden_tensor_map_args(p.rows.hidden, n_kept, P.dim, false), "kept rows");
+      for (int s = 0; s < p.layout.num_segments; ++s) {
+        const CeSegment& seg = p.layout.seg[s];
+        maps.weight[s] = encode_tensor_map(
+            tilejit::ce_weight_tensor_map_args(seg.weight, seg.size, P.dim, seg.weight_stride,
+                                               false),
+            "a segment's weights");
+      }
       linear_ce_fwd_kernel<Prog, Args, false, true>
           <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p, maps);
     } else {
