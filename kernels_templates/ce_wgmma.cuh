@@ -295,6 +295,10 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   tjk::wgmma_wait<0>();
   pin_acc(acc);
+  // Without a step nothing wrote the accumulators, which callers reading them after the loop
+  // (the products) take as zero. (Zeroing them before the loop instead makes ptxas serialise the
+  // products: a non-wgmma definition inside the pipeline.)
+  if (steps == 0) zero_acc(acc);
   // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
   tjk::named_barrier_sync(1, Cta::kComputeThreads);
   return true;

@@ -56,10 +56,10 @@ const std::vector<CeEntry>& entries() {
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
        Serves::WithKl, "linear_ce_target_grad"},
       {M::Products, "linear_ce_dhidden", "<kF16, kSm90Loop>",
-       "tilejit_ce::CeProductCta::kThreads, 1",
+       "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dweight", "<kF16, kSm90Loop>",
-       "tilejit_ce::CeProductCta::kThreads, 1",
+       "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
@@ -139,7 +139,9 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
               {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
     case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
-    case LossModule::Products: return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes}};
+    case LossModule::Products:
+      return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes},
+              {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes}};
     case LossModule::Rows: return {};
   }
   internal_error("unknown loss module");

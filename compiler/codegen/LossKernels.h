@@ -81,5 +81,7 @@ inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
+// CeProductWsCta: the products on the Hopper loop on sm_90a
+inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;
 
 }  // namespace tilejit

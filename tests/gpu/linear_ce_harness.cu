@@ -167,10 +167,12 @@ struct Runner {
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem,
+                            product_launch_smem<true>()));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem,
+                            product_launch_smem<true>()));
   }
   ~Runner() {
     cudaFree(base);
@@ -371,10 +373,11 @@ struct Runner {
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
       if (g_sm90_loop) {
+        const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, threads, bytes>>>(p);
-        linear_ce_dweight_kernel<false, true><<<dweight_grid, threads, bytes>>>(p);
+        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p);
+        linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p);
       } else {
         linear_ce_grad_kernel<Prog, Args, false, false>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
