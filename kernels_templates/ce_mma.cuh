@@ -234,6 +234,7 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
 template <int kRows, int kThreads>
 struct GatheredRows {
   static constexpr int kRowStep = kThreads / 8, kCount = kRows / kRowStep;
+  static_assert(kRowStep % 8 == 0, "a thread's rows keep their swizzle pattern (row % 8)");
   int row[kCount];  // matrix row, or -1 past the operand's rows
 
   __device__ __forceinline__ void read(const int* gather, int rows, int tid) {
@@ -267,16 +268,23 @@ template <int kCols, int kThreads>
 __device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op,
                                              int tid = threadIdx.x) {
   constexpr int kChunks = kCols / 8, kRowStep = kThreads / kChunks;
-  static_assert(kRowStep % 8 == 0, "a thread's rows keep their swizzle pattern (row % 8)");
+  static_assert(kRowStep % 8 == 0 || 8 % kRowStep == 0, "rows repeat their swizzle pattern");
+  // A thread's copies come in kPhases swizzle patterns (row % 8): one when its row step is a
+  // multiple of 8 (128 loading threads and 256 columns give a step of 4: two).
+  constexpr int kPhases = kRowStep % 8 == 0 ? 1 : 8 / kRowStep;
   const int krow0 = tid / kChunks, cc = tid % kChunks;
   const bool col_ok = cc * 8 < op.cols;
-  const u32 dst = smem_addr(tile + (cc >> 3) * 4096 + swz(krow0, cc & 7));
+  const u32 panel = smem_addr(tile + (cc >> 3) * 4096);
+  auto dst = [&](int i) {  // copy i's address: a phase's base plus whole swizzle patterns
+    const int ph = i % kPhases;
+    return panel + 2 * swz(krow0 + ph * kRowStep, cc & 7) + (i - ph) * kRowStep * 128;
+  };
   if (op.gather) {
 #pragma unroll
     for (int i = 0; i < 64 / kRowStep; ++i) {
       const int r = krow0 + i * kRowStep;
       const bool ok = col_ok && r < op.rows;
-      cp_async16(dst + i * kRowStep * 128, ok ? operand_row(op, r) + cc * 8 : op.base, ok);
+      cp_async16(dst(i), ok ? operand_row(op, r) + cc * 8 : op.base, ok);
     }
     return;
   }
@@ -285,7 +293,7 @@ __device__ __forceinline__ void load_mnmajor(u16* tile, const CeOperand& op,
 #pragma unroll
   for (int i = 0; i < 64 / kRowStep; ++i) {
     bool ok = col_ok && krow0 + i * kRowStep < op.rows;
-    cp_async16(dst + i * kRowStep * 128, ok ? src : op.base, ok);
+    cp_async16(dst(i), ok ? src : op.base, ok);
     src += step;
   }
 }

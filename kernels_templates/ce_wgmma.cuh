@@ -18,8 +18,9 @@
 //   128 bytes apart and 8-row groups a stride byte offset of 1024 apart; an m64 (or n128, two
 //   panels) x k16 slice starts at its first panel, 2048 * (k / 16) bytes (16 k rows) into it;
 //   imm-trans 1 (which wgmma takes for .bf16 / .f16).
-// The producer keeps cp.async because the vocabulary order gathers weight rows, which a tensor
-// map cannot express.
+// Tiles whose rows are contiguous can come by TMA instead (the warp-specialised loop's
+// load_tma: the forward's hidden and unordered weight tiles); weight rows gathered through a
+// vocabulary order stay cp.async, which a tensor map cannot express.
 //
 // CeWgCta: two warpgroups (256 threads), both producers and consumers. Warpgroup g owns tile
 // rows [g M/2, (g+1) M/2) as M/128 m64 fragments, each a m64nNk16 product over every column
@@ -77,8 +78,8 @@ struct CeWgCta {
 };
 
 // CeWsCta: CeWgCta's two compute warpgroups (threads 0-255, the same fragments) and a third,
-// warpgroup 2, that only loads: its 128 threads issue the cp.async copies of every stage into a
-// kStages ring and hand each stage over on an mbarrier; the compute warpgroups wait for it, issue
+// warpgroup 2, that only loads: its 128 threads issue the copies of every stage (cp.async, and
+// TMA where the caller has a tensor map) into a kStages ring and hand each stage over on an mbarrier; the compute warpgroups wait for it, issue
 // their products and release the stage on another (gemm_loop_sm90_ws). No barrier joins the two
 // compute warpgroups inside the loop, and none of their issue slots go to copies.
 template <int M, int N, int Stages>
@@ -206,9 +207,18 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
   __syncthreads();
 }
 
+// What loading thread 0 issues by TMA for a stage of a warp-specialised loop, before every loading
+// thread's cp.async copies (`load`): called with the stage's A tile and full barrier (shared
+// addresses) and the step, it arrives on the barrier once, with the bytes it expects. NoTmaLoad
+// arrives without bytes (`load` then copies everything).
+struct NoTmaLoad {
+  __device__ __forceinline__ void operator()(u32, u32 full, int) const { tjk::mbar_arrive(full); }
+};
+
 // gemm_loop_sm90's contract for a CeWsCta (launched with its 384 threads): load(a_tile, b_tile,
 // step) runs on the loading warpgroup (Cta::load_thread() its index among Cta::kLoadThreads),
-// tile_done and the accumulators on the compute warpgroups. Returns true on the compute threads,
+// after load_tma(a_tile, full, step) on its thread 0 (NoTmaLoad above), tile_done and the
+// accumulators on the compute warpgroups. Returns true on the compute threads,
 // after they have all left the ring (named barrier 1), false on the loading ones, which are done
 // (the caller returns them: only the compute threads may meet at barriers afterwards, with
 // Cta::kComputeThreads as the count).
@@ -216,7 +226,7 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
 // Per stage s two mbarriers (static shared memory): full[s] completes when every loading thread's
 // copies of the stage have landed (cp.async.mbarrier.arrive.noinc: the arrival is the copies'
 // completion, so a loader never waits for its own copies and keeps up to kStages steps in
-// flight); empty[s] when every compute thread has arrived after the products reading the stage
+// flight) and load_tma's arrival and bytes have; empty[s] when every compute thread has arrived after the products reading the stage
 // completed. A compute warpgroup waits full[t % S] (pass t / S), fences the stage into the async
 // proxy (wgmma reads shared memory through it; the copies wrote it through the generic one),
 // issues step t's products (one commit group) and, once those of step t - 1 are done
@@ -225,10 +235,12 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
 // position in the tile are counted, not divided. Registers: setmaxnreg 56 for the loaders (a
 // gathered tile's rows stay in registers: 40 spilled), 224 for the compute threads
 // (56 * 128 + 224 * 256 = 168 * 384, what the launch allocated).
-template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone,
+          class LoadTma = NoTmaLoad>
 __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
                                                   Load load, TileDone tile_done,
-                                                  typename Cta::Acc& acc) {
+                                                  typename Cta::Acc& acc,
+                                                  LoadTma load_tma = LoadTma()) {
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
@@ -236,7 +248,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      tjk::mbar_init(full0 + 8 * s, Cta::kLoadThreads);
+      tjk::mbar_init(full0 + 8 * s, Cta::kLoadThreads + 1);
       tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
     }
     tjk::mbar_init_fence();
@@ -248,6 +260,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
     for (int step = 0; step < steps; ++step) {
       if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
       u16* st = smem + s * Cta::kStageElems;
+      if (Cta::load_thread() == 0) load_tma(smem_addr(st), full0 + 8 * s, step);
       load(st, st + Cta::kAElems, step);
       tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
       if (++s == S) s = 0, ++pass;
@@ -283,19 +296,26 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   tjk::wgmma_wait<0>();
   pin_acc(acc);
+  // Without a step nothing wrote the accumulators, which callers reading them after the loop
+  // (the products) take as zero. (Zeroing them before the loop instead makes ptxas serialise the
+  // products: a non-wgmma definition inside the pipeline.)
+  if (steps == 0) zero_acc(acc);
   // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
   tjk::named_barrier_sync(1, Cta::kComputeThreads);
   return true;
 }
 
 // The tile loop of CTA type Cta: gemm_loop_sm90_ws for a CeWsCta, gemm_loop_sm90 for a CeWgCta,
-// gemm_loop otherwise. Returns false on threads that only load (CeWsCta), which are done.
-template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone>
+// gemm_loop otherwise. Returns false on threads that only load (CeWsCta), which are done. Only
+// the warp-specialised loop calls load_tma; the others' `load` copies both operands.
+template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone,
+          class LoadTma = NoTmaLoad>
 __device__ __forceinline__ bool ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
-                                             TileDone tile_done, typename Cta::Acc& acc) {
+                                             TileDone tile_done, typename Cta::Acc& acc,
+                                             LoadTma load_tma = LoadTma()) {
   if constexpr (Cta::kWarpSpecialized) {
     return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load,
-                                                            tile_done, acc);
+                                                            tile_done, acc, load_tma);
   } else if constexpr (Cta::kWgmma) {
     gemm_loop_sm90<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done,
                                                   acc);

@@ -35,9 +35,10 @@
 //   linear_ce_dbias    column sums of G, plus target corrections.
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics.
-// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta,
-// whichever tile loop runs (the Hopper one, ce_wgmma.cuh, where the module asks for it with
-// kSm90Loop and is compiled for sm_90a); chunk_tiles <= 1024. Outputs are fp32; dE rows of
+// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), whichever tile loop runs;
+// dhidden / dweight product_launch_threads / product_launch_smem (CeProductCta, or the
+// warp-specialised CeProductWsCta where the module asks for the Hopper loop, ce_wgmma.cuh, with
+// kSm90Loop and is compiled for sm_90a: 384 threads, 192 KiB); chunk_tiles <= 1024. Outputs are fp32; dE rows of
 // ignored rows are zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this
 // pass.
 #pragma once
@@ -295,19 +296,30 @@ __device__ __forceinline__ const u16* slot_weight_row(const CeLayout& L, int slo
   return S.weight + (long long)seg_row(S, slot - S.first_tile * kTileIds) * S.weight_stride;
 }
 
+// A barrier among the threads that compute (after the tile loop, a warp-specialised CTA's
+// loading threads have returned).
+template <class Cta>
+__device__ __forceinline__ void compute_threads_sync() {
+  if constexpr (Cta::kWarpSpecialized)
+    tjk::named_barrier_sync(2, Cta::kComputeThreads);
+  else
+    __syncthreads();
+}
+
 // dC[target_k] += t_k E_k for the rows whose target lies in this tile and is a correction, rows
 // in ascending order; thread i owns column d0 + i. Runs after the tile's dC rows are written.
-template <bool kF16>
+template <class Cta, bool kF16>
 __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, const CeSegment& S,
                                                         int tile, int d0) {
-  static_assert(CeProductCta::kThreads == CeProductCta::kN, "one thread per dC column");
+  static_assert(Cta::kComputeThreads == Cta::kN, "one computing thread per dC column");
   __shared__ int rows[kTileRows];  // weight row of the row's target in this tile, or -1
   __shared__ float grads[kTileRows];
   const CeRows& R = p.rows;
   const int d = d0 + threadIdx.x;
   for (int rt = 0; rt < p.num_row_tiles; ++rt) {
     if (p.tile_class[(long long)rt * p.layout.num_tiles + tile] != kTileHoldsTarget) continue;
-    __syncthreads();  // dC rows written by other threads; the previous row tile's lists consumed
+    // dC rows written by other threads; the previous row tile's lists consumed
+    compute_threads_sync<Cta>();
     if (threadIdx.x < kTileRows) {
       const int k = rt * kTileRows + threadIdx.x;
       int row = -1;
@@ -316,7 +328,7 @@ __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, co
       rows[threadIdx.x] = row;
       grads[threadIdx.x] = row >= 0 ? p.target_grad[k] : 0.f;
     }
-    __syncthreads();
+    compute_threads_sync<Cta>();
     if (d >= R.dim) continue;
     for (int r = 0; r < kTileRows; ++r) {
       if (rows[r] < 0) continue;
@@ -342,9 +354,9 @@ __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, in
 
 // ---- products ------------------------------------------------------------------------------
 
-// The products' Hopper CTA: CeProductCta's shape (128 x 256 output tiles, K steps of 64), threads
-// and shared memory, as two warpgroups of 64 x 256 (ce_wgmma.cuh: per K step and warpgroup 8
-// wgmma m64n128k16, two per k16 slice); used where the module asks for it (kSm90Loop) and is
+// The products' Hopper CTA: CeProductCta's shape (128 x 256 output tiles, K steps of 64) as two
+// computing warpgroups of 64 x 256 (ce_wgmma.cuh: per K step and warpgroup 8 wgmma m64n128k16,
+// two per k16 slice) and a loading one; used where the module asks for it (kSm90Loop) and is
 // compiled for sm_90a. The operands are the portable loop's tiles, read in place:
 //   dE = G . C:    A = G[128 rows][64 ids], K-major (load_kmajor); B = C[64 ids][256 dims],
 //                  N-major (load_mnmajor, imm-trans-b).
@@ -355,13 +367,13 @@ __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, in
 // acc_col as they do the portable CTA's. Each output element is one thread's fp32 accumulator
 // over the visited K steps in list order (within a k16 slice, the tensor core's fixed order):
 // bit-identical run to run, no atomics; it differs from the portable loop's only by rounding.
-// ptxas (CUDA 13.0, sm_90a, NVRTC products module, bf16 and f16): dhidden 163 registers, dweight
-// 182, no spills, no stack, no serialisation warning (the portable loop in the nvcc harness:
-// 214 and 228).
-typedef CeWgCta<CeProductCta::kM, CeProductCta::kN, CeProductCta::kStages> CeProductWgCta;
-static_assert(CeProductWgCta::kThreads == CeProductCta::kThreads &&
-                  CeProductWgCta::kSmemBytes == CeProductCta::kSmemBytes,
-              "both product loops launch alike");
+// ptxas (CUDA 13.0, sm_90a, NVRTC products module of examples/programs/gemma2_softcap.tj): 168
+// registers at launch (setmaxnreg 56 loading, 224 computing), no spills, no stack, no
+// serialisation warning (the portable loop on sm_80: 211 and 222).
+// On the Hopper loop the products run warp-specialised (CeWsCta, as the forward): a third
+// warpgroup issues the copies into a four-stage ring (192 KiB) and the two computing ones only
+// wait, multiply and release; 384 threads. product_launch_threads / _smem give the launch.
+typedef CeWsCta<CeProductCta::kM, CeProductCta::kN, 4> CeProductWsCta;
 template <bool kSm90Loop>
 struct CeProductCtaOf {
   typedef CeProductCta type;
@@ -369,13 +381,20 @@ struct CeProductCtaOf {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <>
 struct CeProductCtaOf<true> {
-  typedef CeProductWgCta type;
+  typedef CeProductWsCta type;
 };
 #endif
+template <bool kSm90Loop>
+__host__ __device__ constexpr int product_launch_threads() {
+  return kSm90Loop ? CeProductWsCta::kThreads : CeProductCta::kThreads;
+}
+template <bool kSm90Loop>
+__host__ __device__ constexpr int product_launch_smem() {
+  return kSm90Loop ? CeProductWsCta::kSmemBytes : CeProductCta::kSmemBytes;
+}
 
 // Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
-// CeProductCta::kThreads threads (launch bounds: one CTA per SM), as for dweight, whichever loop
-// runs.
+// product_launch_threads threads (launch bounds: one CTA per SM), as for dweight.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
@@ -417,17 +436,23 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    load_kmajor<kTileRows, Cta::kThreads>(
-        a_tile, CeOperand{p.grad + rt * kTileRows * p.grad_stride +
-                              (tile - p.chunk_first) * kTileIds + half * 64,
-                          p.grad_stride, kTileRows, 64});
-    load_mnmajor<Cta::kN, Cta::kThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0));
+    load_kmajor<kTileRows, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
+                      half * 64,
+                  p.grad_stride, kTileRows, 64},
+        Cta::load_thread());
+    load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
+                                             Cta::load_thread());
   };
   typename Cta::Acc acc;
-  ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc);
-  // The Hopper loop's products stay asynchronous only if the epilogue starts a new region (see
-  // linear_ce_grad).
-  if (Cta::kWgmma && !__syncthreads_or(1)) return;
+  if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                            acc))
+    return;  // a loading warpgroup: done
+  // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
+  // new region (see linear_ce_grad).
+  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)
+    if (!__syncthreads_or(1)) return;
 
   const float smooth = p.uniform;
 #pragma unroll
@@ -482,16 +507,22 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
-    load_mnmajor<kTileIds, Cta::kThreads>(
+    load_mnmajor<kTileIds, Cta::kLoadThreads>(
         a_tile,
-        CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds});
-    load_mnmajor<Cta::kN, Cta::kThreads>(
-        b_tile, CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
-                          R.dim - d0});
+        CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds},
+        Cta::load_thread());
+    load_mnmajor<Cta::kN, Cta::kLoadThreads>(
+        b_tile,
+        CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
+                  R.dim - d0},
+        Cta::load_thread());
   };
   typename Cta::Acc acc;
-  ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc);
-  if (Cta::kWgmma && !__syncthreads_or(1)) return;  // a new region: as in linear_ce_dhidden
+  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                             acc))
+    return;  // a loading warpgroup: done
+  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
+    if (!__syncthreads_or(1)) return;
 
   const float smooth = p.weight_colsum ? -p.uniform : 0.f;
 #pragma unroll
@@ -513,7 +544,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
         *reinterpret_cast<float2*>(dst + d) = v;
       }
     }
-  if (p.target_grad) add_target_rows_dweight<kF16>(p, S, tile, d0);
+  if (p.target_grad) add_target_rows_dweight<Cta, kF16>(p, S, tile, d0);
 }
 
 // One thread per position of the chunk: dbias = column sum of G over visited row tiles (in
@@ -553,12 +584,12 @@ __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,
   linear_ce_target_grad<Prog, Args>(args, p);
 }
 template <bool kF16, bool kSm90Loop = false>
-__global__ void __launch_bounds__(CeProductCta::kThreads, 1)
+__global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p) {
   linear_ce_dhidden<kF16, kSm90Loop>(p);
 }
 template <bool kF16, bool kSm90Loop = false>
-__global__ void __launch_bounds__(CeProductCta::kThreads, 1)
+__global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p) {
   linear_ce_dweight<kF16, kSm90Loop>(p);
 }

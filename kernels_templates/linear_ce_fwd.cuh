@@ -7,7 +7,8 @@
 // CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync, 256 threads) and, when the module asks for
 // it (kSm90Loop) and is compiled for sm_90a, CeFwdWsCta (ce_wgmma.cuh: two warpgroups of
 // 128 x 128 on wgmma and one that loads, 384 threads, four stages; fwd_launch_threads and
-// fwd_launch_smem give the launch). The epilogue
+// fwd_launch_smem give the launch; a step's hidden tile and, without an order, its weight tile
+// are TMA boxes, CeFwdMaps; weight rows gathered through an order are cp.async copies). The epilogue
 // applies bias and logit_mod (its constant part computed once per thread, its row part once per
 // row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
 // exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
@@ -36,6 +37,17 @@ struct CeFwdParams {
   u16* tile_max = nullptr;        // [num_tiles, kTileMaxParts, n_kept] bf16 (rounded up) or nullptr
   int tiles_per_split = 1;
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
+};
+
+// The forward's tensor maps: the kept rows of E, packed [n_kept, dim] (the runtime compacts them),
+// 2-D over (dim, n_kept), 64 x kFwdRows boxes, and each segment's weight rows, 2-D over
+// (dim, size), 64 x kTileIds boxes; 128-byte swizzle: one box is a stage's A (or B) tile as
+// load_kmajor lays it out (rows and columns past the extent read as zero). Encoded on the host
+// (runtime/LinearCeTma.h); read only by the Hopper loop, which copies the weight rows of a
+// segment with an order through cp.async instead (gathered).
+struct CeFwdMaps {
+  tjk::TmaDescriptor hidden;
+  tjk::TmaDescriptor weight[kMaxSegments];
 };
 
 // The Hopper forward CTA: the portable one's tile and shared memory, as two warpgroups of
@@ -87,7 +99,8 @@ __device__ __forceinline__ void lse_merge(float& m, float& s, float m2, float s2
 // being part col(0) / 64. The row statistics are reduced across the quad, then across the
 // Cta::kWarpsN column warps through shared memory reused after the loop.
 template <class Prog, class Args, bool kF16, class Cta>
-__device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFwdParams& p) {
+__device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFwdParams& p,
+                                                    const CeFwdMaps& maps) {
   constexpr int kRows = 2 * Cta::kMI;
   constexpr int kParts = Cta::kNI * 8 / 64, kNIPart = Cta::kNI / kParts;
   static_assert(kParts >= 1 && Cta::kNI % kParts == 0, "whole 64-column parts per thread");
@@ -126,12 +139,14 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int lbase = (tile - S.first_tile) * kTileIds;
-    load_kmajor<kFwdRows, Cta::kLoadThreads>(
-        a_tile,
-        CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
-                  R.dim - k0},
-        Cta::load_thread());
+    if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_boxes)
+      load_kmajor<kFwdRows, Cta::kLoadThreads>(
+          a_tile,
+          CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
+                    R.dim - k0},
+          Cta::load_thread());
     const CeOperand w = weight_rows(S, lbase, k0, R.dim - k0);
+    if (Cta::kWarpSpecialized && !w.gather) return;  // the Hopper loop's TMA brings it
     if (w.gather) {
       if (tile != wrows_tile) {
         wrows.read(w.gather, w.rows, Cta::load_thread());
@@ -263,9 +278,24 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     }
   };
 
+  // The Hopper loop's TMA copies of a step: the A tile (kFwdRows kept rows by 64 columns) and,
+  // where the segment has no order, the B tile (kTileIds weight rows); one arrival with the bytes.
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
+    const int si = tile_segment(L, tile);
+    const CeSegment& S = L.seg[si];
+    const bool b_box = !S.order;
+    tjk::mbar_arrive_expect_tx(full, (kFwdRows + (b_box ? kTileIds : 0)) * 128);
+    tjk::tma_load_2d(a_tile, &maps.hidden, k0, row0, full);
+    if (b_box)
+      tjk::tma_load_2d(a_tile + Cta::kAElems * 2, &maps.weight[si], k0,
+                       (tile - S.first_tile) * kTileIds, full);
+  };
+
   typename Cta::Acc acc;
   int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
-  if (!ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc))
+  if (!ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc,
+                                           load_boxes))
     return;  // a loading warpgroup (CeWsCta): done
 
   // Row partials: across the 4 lanes of a quad, then across the column warps (the loop has
@@ -307,10 +337,12 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
 }
 
 // Launched with fwd_launch_threads<kSm90Loop>() threads (launch bounds: one CTA per SM) and
-// CeFwdCta::kSmemBytes of dynamic shared memory, whichever loop runs.
+// fwd_launch_smem<kSm90Loop>() bytes of dynamic shared memory; `maps` is read by the Hopper loop
+// only.
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p) {
-  linear_ce_fwd_tiles<Prog, Args, kF16, typename CeFwdCtaOf<kSm90Loop>::type>(args, p);
+__device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p,
+                                              const CeFwdMaps& maps) {
+  linear_ce_fwd_tiles<Prog, Args, kF16, typename CeFwdCtaOf<kSm90Loop>::type>(args, p, maps);
 }
 
 struct CeMergeParams {
@@ -404,8 +436,9 @@ __device__ __forceinline__ void linear_ce_reduce(const float* row_loss, int n, i
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeFwdCtaOf<kSm90Loop>::type::kThreads, 1)
-    linear_ce_fwd_kernel(const __grid_constant__ Args args, const __grid_constant__ CeFwdParams p) {
-  linear_ce_fwd<Prog, Args, kF16, kSm90Loop>(args, p);
+    linear_ce_fwd_kernel(const __grid_constant__ Args args, const __grid_constant__ CeFwdParams p,
+                         const __grid_constant__ CeFwdMaps maps) {
+  linear_ce_fwd<Prog, Args, kF16, kSm90Loop>(args, p, maps);
 }
 __global__ void linear_ce_merge_kernel(const __grid_constant__ CeMergeParams q) {
   linear_ce_merge(q);

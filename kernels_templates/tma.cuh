@@ -66,6 +66,16 @@ __device__ __forceinline__ void bulk_wait_group() {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
+// The same for the box at (c0, c1) of a 2-D tensor map.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDescriptor* map, int c0, int c1,
+                                            unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(generic_address(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
 // mbarrier in shared memory (8 bytes, 8-byte aligned). A phase completes when `count` arrivals
 // and every expected transaction byte have been seen; its parity is 0 for the first phase.
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {

@@ -22,6 +22,7 @@
 #include "runtime/LinearCeOrder.h"
 #include "runtime/LinearCeParams.h"
 #include "runtime/LinearCeState.h"
+#include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/Module.h"
 #include "runtime/VocabOrderPlan.h"
@@ -351,13 +352,28 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     p.kl.teacher_target_logit = st->fwd<float>(ws.teacher_target_logit);
     p.kl.teacher_tile_max = st->fwd<uint16_t>(ws.teacher_tile_max);
   }
-  void* fwd_params[] = {st->args.data(), &p};
+  CeFwdMaps maps{};
+  void* fwd_params[] = {st->args.data(), &p, &maps};  // the KL forward takes the first two
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
   // The Hopper loop's forward (sm_90a modules) adds a warpgroup that only loads, and a stage.
   const bool sm90_fwd = !P.kl && K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const int fwd_threads = P.kl ? kCeKlFwdThreads : sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads;
   const int fwd_smem =
       P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
+  static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
+                "the TMA boxes are the forward's tiles");
+  if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights of unordered segments
+    const bool f16 = hidden.dtype == DType::F16;
+    auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
+      a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
+    };
+    encode(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16), &maps.hidden);
+    for (int32_t s = 0; s < p.layout.num_segments; ++s) {
+      const CeSegment& seg = p.layout.seg[s];
+      encode(ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16),
+             &maps.weight[s]);
+    }
+  }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);

@@ -226,8 +226,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
                                kCeGradSmemBytes);
-  CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", kCeProductSmemBytes);
-  CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", kCeProductSmemBytes);
+  // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage.
+  const bool sm90_products = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
+  const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
+  CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
+  CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
   bool any_bias = false;
   for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
@@ -240,9 +244,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
     launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
            stream, grad_params);
-    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, {kCeProductThreads},
-        kCeProductSmemBytes, stream, p);
-    run(dweight, {chunk, dtiles}, {kCeProductThreads}, kCeProductSmemBytes, stream, p);
+    const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
+    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p);
+    run(dweight, {chunk, dtiles}, threads, product_smem, stream, p);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }
   return g;

@@ -5,6 +5,8 @@
 // those files.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "compiler/codegen/LossKernels.h"
@@ -112,6 +114,11 @@ struct CeBwdParams {
 };
 static_assert(sizeof(CeLayout) == kCeLayoutBytes);
 static_assert(sizeof(CeFwdParams) == kCeFwdParamsBytes);
+struct CeFwdMaps {  // the Hopper forward's tensor maps (runtime/LinearCeTma.h)
+  CUtensorMap hidden;
+  CUtensorMap weight[kMaxSegments];
+};
+static_assert(sizeof(CeFwdMaps) == kCeFwdMapsBytes);
 static_assert(sizeof(CeMergeParams) == kCeMergeParamsBytes);
 static_assert(sizeof(CeClassifyParams) == kCeClassifyParamsBytes);
 static_assert(sizeof(CeBwdParams) == kCeBwdParamsBytes);

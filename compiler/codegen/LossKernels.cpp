@@ -34,7 +34,8 @@ const std::vector<CeEntry>& entries() {
   static const std::vector<CeEntry> table = {
       {M::Forward, "linear_ce_fwd", "<TjProgram, TjArgs, kF16, kSm90Loop>",
        "tilejit_ce::CeFwdCtaOf<kSm90Loop>::type::kThreads, 1",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeFwdMaps maps",
        Serves::WithoutKl},
       {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16>",
        "tilejit_ce::CeKlFwdCta::kThreads, 1",
@@ -55,10 +56,10 @@ const std::vector<CeEntry>& entries() {
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
        Serves::WithKl, "linear_ce_target_grad"},
       {M::Products, "linear_ce_dhidden", "<kF16, kSm90Loop>",
-       "tilejit_ce::CeProductCta::kThreads, 1",
+       "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dweight", "<kF16, kSm90Loop>",
-       "tilejit_ce::CeProductCta::kThreads, 1",
+       "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
@@ -118,7 +119,8 @@ std::vector<std::string_view> module_headers(LossModule m) {
 // The parameter structs a module's entries take, with their asserted sizes.
 std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule m) {
   switch (m) {
-    case LossModule::Forward: return {{"CeFwdParams", kCeFwdParamsBytes}};
+    case LossModule::Forward:
+      return {{"CeFwdParams", kCeFwdParamsBytes}, {"CeFwdMaps", kCeFwdMapsBytes}};
     case LossModule::Gradient:
     case LossModule::Products: return {{"CeBwdParams", kCeBwdParamsBytes}};
     case LossModule::Rows:
@@ -137,7 +139,9 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
               {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
     case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
-    case LossModule::Products: return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes}};
+    case LossModule::Products:
+      return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes},
+              {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes}};
     case LossModule::Rows: return {};
   }
   internal_error("unknown loss module");
@@ -258,6 +262,11 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   if (has_tile_loop(module))
     s += sm90_loop ? "constexpr bool kSm90Loop = true;  // tile loop: wgmma on sm_90a\n"
                    : "constexpr bool kSm90Loop = false;  // tile loop: mma.sync\n";
+  if (module == LossModule::Forward)
+    s += fmt::format(
+        "static_assert(tilejit_ce::kFwdRows == {}, \"the forward's row tile: the TMA box of "
+        "runtime/LinearCeTma.h\");\n",
+        kCeFwdRows);
   for (auto [cta, threads, smem] : module_ctas(module))
     s += fmt::format(
         "static_assert(tilejit_ce::{0}::kThreads == {1} && tilejit_ce::{0}::kSmemBytes == {2}, "

@@ -69,6 +69,8 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
 inline constexpr size_t kCeLayoutBytes = 336;
 inline constexpr size_t kCeFwdParamsBytes = 848;
+inline constexpr size_t kCeFwdMapsBytes = 640;
+inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (runtime/LinearCeTma.h)
 inline constexpr size_t kCeMergeParamsBytes = 152;
 inline constexpr size_t kCeClassifyParamsBytes = 424;
 inline constexpr size_t kCeBwdParamsBytes = 944;
@@ -79,5 +81,7 @@ inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
+// CeProductWsCta: the products on the Hopper loop on sm_90a
+inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;
 
 }  // namespace tilejit

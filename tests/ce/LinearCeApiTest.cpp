@@ -7,10 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include "compiler/Error.h"
 #include "dsl/TextForm.h"
 #include "runtime/LinearCe.h"
+#include "runtime/LinearCeTma.h"
 
 namespace tilejit::testing {
 namespace {
@@ -255,6 +257,37 @@ INSTANTIATE_TEST_SUITE_P(All, LinearCeMisuse, ::testing::ValuesIn(kMisuses),
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// The Hopper forward's tensor maps, as cuTensorMapEncodeTiled receives them: 2-D (dim, rows), boxes
+// of 64 columns by the forward's row tile (compacted rows, row stride dim) or a vocabulary tile
+// (a segment's weights, their own row stride).
+TEST(LinearCeApi, TensorMapsDescribeTheCompactedRowsAndTheWeights) {
+  for (auto [rows, dim, f16] : {std::tuple<int64_t, int64_t, bool>{8192, 2304, false},
+                                {1, 8, true},
+                                {0, 4096, false},
+                                {300, 5120, true}}) {
+    const TiledTensorMapArgs a =
+        ce_hidden_tensor_map_args(reinterpret_cast<void*>(0x4000), rows, dim, f16);
+    EXPECT_EQ(a.rank, 2u);
+    EXPECT_EQ(a.type, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    EXPECT_EQ(a.address, reinterpret_cast<void*>(0x4000));
+    EXPECT_EQ(a.dims[0], cuuint64_t(dim));
+    EXPECT_EQ(a.dims[1], cuuint64_t(rows > 0 ? rows : 1));
+    EXPECT_EQ(a.strides[0], cuuint64_t(dim * 2));
+    EXPECT_EQ(a.strides[0] % 16, 0u);
+    EXPECT_EQ(a.box[0] * 2, 128u);  // one 128-byte swizzle span
+    EXPECT_EQ(a.box[1], 256u);      // the forward's row tile
+    EXPECT_EQ(a.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    // A segment's weights with a padded row stride: the vocabulary tile's 128 rows per box.
+    const TiledTensorMapArgs w =
+        ce_weight_tensor_map_args(reinterpret_cast<void*>(0x8000), rows, dim, dim + 64, f16);
+    EXPECT_EQ(w.dims[0], cuuint64_t(dim));
+    EXPECT_EQ(w.dims[1], cuuint64_t(rows > 0 ? rows : 1));
+    EXPECT_EQ(w.strides[0], cuuint64_t((dim + 64) * 2));
+    EXPECT_EQ(w.box[0], 64u);
+    EXPECT_EQ(w.box[1], 128u);
+  }
+}
 
 TEST(LinearCeApi, CapturedParamsAreChecked) {
   Call call;

@@ -24,6 +24,7 @@
 #include "kernels_templates/attention_bwd_sm90.cuh"
 #include "kernels_templates/attention_fwd_sm90.cuh"
 #include "runtime/AttentionTma.h"
+#include "tests/gpu/tma_encode.h"
 #include "runtime/BlockMask.h"
 
 #define CUDA_CHECK(expr)                                                 \
@@ -232,33 +233,6 @@ inline tjk::AttnTensor make_tensor(void* p, int H, int S, int D, bool bshd) {
 inline size_t layout_index(int b, int h, int s, int d, int H, int S, int D, bool bshd) {
   return bshd ? ((static_cast<size_t>(b) * S + s) * H + h) * D + d
               : ((static_cast<size_t>(b) * H + h) * S + s) * D + d;
-}
-
-// A TMA tensor map encoded from the runtime's arguments (runtime/AttentionTma.h) through the
-// driver entry point the CUDA runtime hands out; `what` names it in the error.
-inline tjk::TmaDescriptor encode_tensor_map(const tilejit::TiledTensorMapArgs& args,
-                                            const char* what) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || !fn) {
-      std::fprintf(stderr, "the driver has no cuTensorMapEncodeTiled\n");
-      std::exit(2);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  static_assert(sizeof(tjk::TmaDescriptor) == sizeof(CUtensorMap), "tensor map size");
-  CUtensorMap map;
-  CUresult r = args.encode_with(encode, &map);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for %s\n", static_cast<int>(r), what);
-    std::exit(2);
-  }
-  tjk::TmaDescriptor d;
-  std::memcpy(&d, &map, sizeof d);
-  return d;
 }
 
 // The TMA tensor map of an attention operand, encoded as the runtime does.

@@ -22,9 +22,11 @@
 #include "kernels_templates/linear_ce_bwd.cuh"
 #include "kernels_templates/linear_ce_fwd.cuh"
 #include "kernels_templates/linear_ce_order.cuh"
+#include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/VocabOrderPlan.h"
 #include "tests/gpu/linear_ce_harness_data.cuh"
+#include "tests/gpu/tma_encode.h"
 #include "tests/support/LinearCeReference.h"
 
 using namespace tilejit_ce;
@@ -165,10 +167,12 @@ struct Runner {
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem,
+                            product_launch_smem<true>()));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
-    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem, CeProductCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem,
+                            product_launch_smem<true>()));
   }
   ~Runner() {
     cudaFree(base);
@@ -215,12 +219,25 @@ struct Runner {
     p.tile_max = paused ? nullptr : slice<u16>(base, ws.tile_max);
     p.tiles_per_split = ws.tiles_per_split;
     const dim3 grid(ws.fwd_row_tiles, ws.splits);  // same grid; threads and stages differ
-    if (g_sm90_loop)
+    static_assert(tilejit::kCeFwdTmaRows == kFwdRows && tilejit::kCeWeightTmaRows == kTileIds,
+                  "the TMA boxes are the forward's tiles");
+    CeFwdMaps maps{};  // the Hopper loop's tiles come by TMA, as in the runtime
+    if (g_sm90_loop) {
+      maps.hidden = encode_tensor_map(
+          tilejit::ce_hidden_tensor_map_args(p.rows.hidden, n_kept, P.dim, false), "kept rows");
+      for (int s = 0; s < p.layout.num_segments; ++s) {
+        const CeSegment& seg = p.layout.seg[s];
+        maps.weight[s] = encode_tensor_map(
+            tilejit::ce_weight_tensor_map_args(seg.weight, seg.size, P.dim, seg.weight_stride,
+                                               false),
+            "a segment's weights");
+      }
       linear_ce_fwd_kernel<Prog, Args, false, true>
-          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p);
-    else
+          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p, maps);
+    } else {
       linear_ce_fwd_kernel<Prog, Args, false, false>
-          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p);
+          <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p, maps);
+    }
     CeMergeParams q;
     q.part_max = p.part_max;
     q.part_sum = p.part_sum;
@@ -356,10 +373,11 @@ struct Runner {
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
       if (g_sm90_loop) {
+        const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, threads, bytes>>>(p);
-        linear_ce_dweight_kernel<false, true><<<dweight_grid, threads, bytes>>>(p);
+        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p);
+        linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p);
       } else {
         linear_ce_grad_kernel<Prog, Args, false, false>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
