@@ -234,6 +234,7 @@ __device__ __forceinline__ void load_kmajor(u16* tile, const CeOperand& op,
 template <int kRows, int kThreads>
 struct GatheredRows {
   static constexpr int kRowStep = kThreads / 8, kCount = kRows / kRowStep;
+  static_assert(kRowStep % 8 == 0, "a thread's rows keep their swizzle pattern (row % 8)");
   int row[kCount];  // matrix row, or -1 past the operand's rows
 
   __device__ __forceinline__ void read(const int* gather, int rows, int tid) {

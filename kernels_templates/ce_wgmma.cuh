@@ -18,8 +18,9 @@
 //   128 bytes apart and 8-row groups a stride byte offset of 1024 apart; an m64 (or n128, two
 //   panels) x k16 slice starts at its first panel, 2048 * (k / 16) bytes (16 k rows) into it;
 //   imm-trans 1 (which wgmma takes for .bf16 / .f16).
-// The producer keeps cp.async because the vocabulary order gathers weight rows, which a tensor
-// map cannot express.
+// Tiles whose rows are contiguous can come by TMA instead (the warp-specialised loop's
+// load_tma: the forward's hidden and unordered weight tiles); weight rows gathered through a
+// vocabulary order stay cp.async, which a tensor map cannot express.
 //
 // CeWgCta: two warpgroups (256 threads), both producers and consumers. Warpgroup g owns tile
 // rows [g M/2, (g+1) M/2) as M/128 m64 fragments, each a m64nNk16 product over every column

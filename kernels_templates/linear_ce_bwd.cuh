@@ -35,9 +35,10 @@
 //   linear_ce_dbias    column sums of G, plus target corrections.
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics.
-// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), dhidden / dweight CeProductCta,
-// whichever tile loop runs (the Hopper one, ce_wgmma.cuh, where the module asks for it with
-// kSm90Loop and is compiled for sm_90a); chunk_tiles <= 1024. Outputs are fp32; dE rows of
+// Launch shapes: grad kernel CeGradCta (threads, dynamic smem), whichever tile loop runs;
+// dhidden / dweight product_launch_threads / product_launch_smem (CeProductCta, or the
+// warp-specialised CeProductWsCta where the module asks for the Hopper loop, ce_wgmma.cuh, with
+// kSm90Loop and is compiled for sm_90a: 384 threads, 192 KiB); chunk_tiles <= 1024. Outputs are fp32; dE rows of
 // ignored rows are zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this
 // pass.
 #pragma once

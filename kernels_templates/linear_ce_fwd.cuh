@@ -139,7 +139,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int lbase = (tile - S.first_tile) * kTileIds;
-    if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_hidden)
+    if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_boxes)
       load_kmajor<kFwdRows, Cta::kLoadThreads>(
           a_tile,
           CeOperand{R.hidden + row0 * R.hidden_stride + k0, R.hidden_stride, R.n_kept - row0,
