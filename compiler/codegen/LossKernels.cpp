@@ -123,7 +123,7 @@ std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule
   switch (m) {
     case LossModule::Forward:
       return {{"CeFwdParams", kCeFwdParamsBytes}, {"CeFwdMaps", kCeFwdMapsBytes}};
-    case LossModule::Gradient:
+    case LossModule::Gradient: return {{"CeBwdParams", kCeBwdParamsBytes}};
     case LossModule::Products:
       return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeProductMaps", kCeProductMapsBytes}};
     case LossModule::Rows:

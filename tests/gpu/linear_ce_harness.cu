@@ -364,6 +364,23 @@ struct Runner {
       p.target_slot = slice<int>(base, ws.target_slot);
       linear_ce_target_grad_kernel<Prog, Args><<<(n_kept + 255) / 256, 256>>>(args, p);
     }
+    CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
+    if (g_sm90_loop) {
+      const int rows = tilejit::kCeProductTmaRows;
+      maps.grad = encode_tensor_map(
+          tilejit::ce_operand_tensor_map_args(p.grad, int64_t(ws.row_tiles) * kTileRows,
+                                              p.grad_stride, p.grad_stride, rows, false),
+          "the staged G");
+      maps.hidden = encode_tensor_map(
+          tilejit::ce_operand_tensor_map_args(p.rows.hidden, n_kept, P.dim, P.dim, rows, false),
+          "kept rows");
+      for (int s = 0; s < p.layout.num_segments; ++s)
+        maps.weight[s] = encode_tensor_map(
+            tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size,
+                                                P.dim, p.layout.seg[s].weight_stride, rows,
+                                                false),
+            "a segment's weights");
+    }
     for (int ch = 0; ch < ws.num_chunks; ++ch) {
       p.chunk_first = ch * ws.chunk_tiles;
       p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
@@ -372,22 +389,7 @@ struct Runner {
       const dim3 grad_grid(ws.row_tiles, p.chunk_tiles);  // both loops launch alike
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
-      CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
       if (g_sm90_loop) {
-        const int rows = tilejit::kCeProductTmaRows;
-        maps.grad = encode_tensor_map(
-            tilejit::ce_operand_tensor_map_args(p.grad, int64_t(ws.row_tiles) * kTileRows,
-                                                p.grad_stride, p.grad_stride, rows, false),
-            "the staged G");
-        maps.hidden = encode_tensor_map(
-            tilejit::ce_operand_tensor_map_args(p.rows.hidden, n_kept, P.dim, P.dim, rows, false),
-            "kept rows");
-        for (int s = 0; s < p.layout.num_segments; ++s)
-          maps.weight[s] = encode_tensor_map(
-              tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size,
-                                                  P.dim, p.layout.seg[s].weight_stride, rows,
-                                                  false),
-              "a segment's weights");
         const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
