@@ -393,10 +393,20 @@ __host__ __device__ constexpr int product_launch_smem() {
   return kSm90Loop ? CeProductWsCta::kSmemBytes : CeProductCta::kSmemBytes;
 }
 
+// The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
+// one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
+// load_kmajor / load_mnmajor lay them out. `grad`: the staged G [row tiles * 128, chunk ids];
+// `hidden`: the kept rows of E [n_kept, dim]; `weight`: each segment's rows [size, dim] (a
+// segment with an order is gathered with cp.async instead). Read only by the Hopper loop.
+struct CeProductMaps {
+  tjk::TmaDescriptor grad, hidden;
+  tjk::TmaDescriptor weight[kMaxSegments];
+};
+
 // Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
 // product_launch_threads threads (launch bounds: one CTA per SM), as for dweight.
 template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
+__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeProductMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];
@@ -436,18 +446,40 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    load_kmajor<kTileRows, Cta::kLoadThreads>(
-        a_tile,
-        CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
-                      half * 64,
-                  p.grad_stride, kTileRows, 64},
-        Cta::load_thread());
+    if (Cta::kWarpSpecialized && !S.order) return;  // both tiles come by TMA (load_boxes)
+    if (!Cta::kWarpSpecialized)
+      load_kmajor<kTileRows, Cta::kLoadThreads>(
+          a_tile,
+          CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
+                        half * 64,
+                    p.grad_stride, kTileRows, 64},
+          Cta::load_thread());
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
                                              Cta::load_thread());
   };
+  // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and, without an order,
+  // the weights' 64 x 256 tile (four panels).
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int tile = tiles[step >> 1], half = step & 1;
+    const int si = tile_segment(L, tile);
+    const CeSegment& S = L.seg[si];
+    const bool b_boxes = !S.order;
+    tjk::mbar_arrive_expect_tx(full, (kTileRows + (b_boxes ? Cta::kN : 0)) * 128);
+    const int gx = (tile - p.chunk_first) * kTileIds + half * 64;
+#pragma unroll
+    for (int j = 0; j < kTileRows / 64; ++j)
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, gx, rt * kTileRows + 64 * j, full);
+    if (b_boxes) {
+      const u32 b_tile = a_tile + Cta::kAElems * 2;
+      const int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
+#pragma unroll
+      for (int j = 0; j < Cta::kN / 64; ++j)
+        tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.weight[si], d0 + 64 * j, pos0, full);
+    }
+  };
   typename Cta::Acc acc;
   if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                            acc))
+                                            acc, load_boxes))
     return;  // a loading warpgroup: done
   // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
   // new region (see linear_ce_grad).
@@ -494,7 +526,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p) {
 // Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
 // corrections).
 template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
+__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeProductMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
@@ -506,6 +538,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
   const int count = p.col_count[tile];
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
     int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
     load_mnmajor<kTileIds, Cta::kLoadThreads>(
         a_tile,
@@ -517,9 +550,21 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p) {
                   R.dim - d0},
         Cta::load_thread());
   };
+  // The Hopper loop's TMA boxes of a step: G^T's two 64-column panels and E's four.
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+    tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
+#pragma unroll
+    for (int j = 0; j < kTileIds / 64; ++j)
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, ct * kTileIds + 64 * j, k0, full);
+    const u32 b_tile = a_tile + Cta::kAElems * 2;
+#pragma unroll
+    for (int j = 0; j < Cta::kN / 64; ++j)
+      tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.hidden, d0 + 64 * j, k0, full);
+  };
   typename Cta::Acc acc;
   if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                             acc))
+                                             acc, load_boxes))
     return;  // a loading warpgroup: done
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;
@@ -585,13 +630,15 @@ __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,
 }
 template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
-    linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p) {
-  linear_ce_dhidden<kF16, kSm90Loop>(p);
+    linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p,
+                             const __grid_constant__ CeProductMaps maps) {
+  linear_ce_dhidden<kF16, kSm90Loop>(p, maps);
 }
 template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
-    linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p) {
-  linear_ce_dweight<kF16, kSm90Loop>(p);
+    linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p,
+                             const __grid_constant__ CeProductMaps maps) {
+  linear_ce_dweight<kF16, kSm90Loop>(p, maps);
 }
 template <bool kF16>
 __global__ void linear_ce_dbias_kernel(const __grid_constant__ CeBwdParams p) {

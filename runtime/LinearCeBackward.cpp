@@ -7,6 +7,7 @@
 
 #include "runtime/LinearCeChecks.h"
 #include "runtime/LinearCeState.h"
+#include "runtime/LinearCeTma.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
@@ -230,6 +231,24 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const bool sm90_products = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
   const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
+  // Their tiles come by TMA (gathered weight rows excepted): maps of the staged G, the kept rows
+  // and the segments' weights, 64 x 64 boxes.
+  CeProductMaps maps{};
+  if (sm90_products) {
+    const bool f16 = st.dtype == DType::F16;
+    auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
+      a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
+    };
+    encode(ce_operand_tensor_map_args(p.grad, int64_t(row_tiles) * 128, ws.grad_stride,
+                                      ws.grad_stride, kCeProductTmaRows, f16),
+           &maps.grad);
+    encode(ce_operand_tensor_map_args(p.rows.hidden, n_kept, dim, dim, kCeProductTmaRows, f16),
+           &maps.hidden);
+    for (int32_t s = 0; s < layout.num_segments; ++s)
+      encode(ce_operand_tensor_map_args(layout.seg[s].weight, layout.seg[s].size, dim,
+                                        layout.seg[s].weight_stride, kCeProductTmaRows, f16),
+             &maps.weight[s]);
+  }
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
@@ -245,8 +264,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
            stream, grad_params);
     const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
-    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p);
-    run(dweight, {chunk, dtiles}, threads, product_smem, stream, p);
+    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,
+        maps);
+    run(dweight, {chunk, dtiles}, threads, product_smem, stream, p, maps);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }
   return g;

@@ -57,10 +57,12 @@ const std::vector<CeEntry>& entries() {
        Serves::WithKl, "linear_ce_target_grad"},
       {M::Products, "linear_ce_dhidden", "<kF16, kSm90Loop>",
        "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
-       "const __grid_constant__ tilejit_ce::CeBwdParams p"},
+       "const __grid_constant__ tilejit_ce::CeBwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeProductMaps maps"},
       {M::Products, "linear_ce_dweight", "<kF16, kSm90Loop>",
        "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
-       "const __grid_constant__ tilejit_ce::CeBwdParams p"},
+       "const __grid_constant__ tilejit_ce::CeBwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeProductMaps maps"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Rows, "linear_ce_check_targets_i32", "", "1024",
@@ -121,8 +123,9 @@ std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule
   switch (m) {
     case LossModule::Forward:
       return {{"CeFwdParams", kCeFwdParamsBytes}, {"CeFwdMaps", kCeFwdMapsBytes}};
-    case LossModule::Gradient:
-    case LossModule::Products: return {{"CeBwdParams", kCeBwdParamsBytes}};
+    case LossModule::Gradient: return {{"CeBwdParams", kCeBwdParamsBytes}};
+    case LossModule::Products:
+      return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeProductMaps", kCeProductMapsBytes}};
     case LossModule::Rows:
       return {{"CeLayout", kCeLayoutBytes},
               {"CeMergeParams", kCeMergeParamsBytes},

@@ -364,6 +364,23 @@ struct Runner {
       p.target_slot = slice<int>(base, ws.target_slot);
       linear_ce_target_grad_kernel<Prog, Args><<<(n_kept + 255) / 256, 256>>>(args, p);
     }
+    CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
+    if (g_sm90_loop) {
+      const int rows = tilejit::kCeProductTmaRows;
+      maps.grad = encode_tensor_map(
+          tilejit::ce_operand_tensor_map_args(p.grad, int64_t(ws.row_tiles) * kTileRows,
+                                              p.grad_stride, p.grad_stride, rows, false),
+          "the staged G");
+      maps.hidden = encode_tensor_map(
+          tilejit::ce_operand_tensor_map_args(p.rows.hidden, n_kept, P.dim, P.dim, rows, false),
+          "kept rows");
+      for (int s = 0; s < p.layout.num_segments; ++s)
+        maps.weight[s] = encode_tensor_map(
+            tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size,
+                                                P.dim, p.layout.seg[s].weight_stride, rows,
+                                                false),
+            "a segment's weights");
+    }
     for (int ch = 0; ch < ws.num_chunks; ++ch) {
       p.chunk_first = ch * ws.chunk_tiles;
       p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
@@ -376,13 +393,13 @@ struct Runner {
         const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p);
-        linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p);
+        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
+        linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p, maps);
       } else {
         linear_ce_grad_kernel<Prog, Args, false, false>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p);
-        linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p);
+        linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p, maps);
+        linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p, maps);
       }
       if (has_bias())
         linear_ce_dbias_kernel<false><<<(p.chunk_tiles * kTileIds + 255) / 256, 256>>>(p);
