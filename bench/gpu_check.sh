@@ -2,7 +2,7 @@
 # One call on a GPU host: configure, build (LLVM off), run the GPU tests and the kernel
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
 #   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
-#                             [cepeers]
+#                             [cepeers] [cebench] [cetimes] [sass] [profile]
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), TILEJIT_GPU_BUILD (build dir),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10")
@@ -176,6 +176,37 @@ if has cebench && has cepeers && [ -s "$out/ce_bench.jsonl" ] &&
   [ -s "$out/torch_ce_peers.json" ]; then
   python3 bench/plot_ce.py "$out/ce_bench.jsonl" "$out/torch_ce_peers.json" "$out/ce.png" \
     --data "${ce_kinds%%,*}" 2>&1 | tee -a "$summary"
+fi
+# cetimes: per-kernel GPU time of the fused loss (ncu, duration only, clocks and caches left as
+# they are), summed by kernel name over a whole bench run of each CE_TIMES entry
+# ("shape:mode ..."; default gemma2_2b:state gemma2_2b:exact), one table per entry.
+if has cetimes && [ -x $bdir/bench/linear_ce_gpu_bench ]; then
+  for e in ${CE_TIMES:-gemma2_2b:state gemma2_2b:exact}; do
+    shape=${e%%:*} mode=${e##*:}
+    TILEJIT_CACHE_DIR=/tmp/tilejit-ce-bench-cache timeout ${CE_TIMES_TIMEOUT:-150} ncu \
+      --metrics gpu__time_duration.sum --clock-control none --cache-control none \
+      -o "$out/cetimes_$e" -f $bdir/bench/linear_ce_gpu_bench --kinds zipf --shapes "$shape" \
+      --modes "$mode" --iters 1 >"$out/cetimes_$e.log" 2>&1
+    note "cetimes $e: rc=$?"
+    ncu --import "$out/cetimes_$e.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum \
+      >"$out/cetimes_$e.csv" 2>&1
+    python3 - "$out/cetimes_$e.csv" <<'PY' | tee -a "$summary"
+import csv, collections, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+name_col, time_col = rows[head].index("Kernel Name"), rows[head].index("gpu__time_duration.sum")
+scale = {"ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1, "ms": 1, "nsecond": 1e-6}
+unit = scale.get(rows[head + 1][time_col].strip(), 1e-6)
+total, count = collections.defaultdict(float), collections.Counter()
+for r in rows[head + 2:]:
+    if len(r) <= max(name_col, time_col): continue
+    name = r[name_col].split("(")[0].strip()
+    total[name] += float(r[time_col].replace(",", "")) * unit
+    count[name] += 1
+for name, t in sorted(total.items(), key=lambda kv: -kv[1]):
+    print(f"  {name[:48]:48s} n={count[name]:4d} mean {t / count[name]:8.3f} ms  total {t:8.2f} ms")
+PY
+  done
 fi
 # sass: static instruction counts of the example programs' kernels (bench/sass_stats.sh; env
 # SASS_PROGRAMS: which programs, default all).
