@@ -306,36 +306,55 @@ __device__ __forceinline__ void compute_threads_sync() {
     __syncthreads();
 }
 
+// add_target_rows_dweight's part for row tile rt, which holds a correction in `tile`: the rows'
+// target positions and gradients in shared memory, then thread i's column d of their dC rows.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void add_target_rows_of_row_tile(const CeBwdParams& p,
+                                                            const CeSegment& S, int tile, int rt,
+                                                            int d, int* rows, float* grads) {
+  const CeRows& R = p.rows;
+  // dC rows written by other threads; the previous row tile's lists consumed
+  compute_threads_sync<Cta>();
+  if (threadIdx.x < kTileRows) {
+    const int k = rt * kTileRows + threadIdx.x;
+    int row = -1;
+    if (k < R.n_kept && p.target_slot[k] / kTileIds == tile)
+      row = seg_row(S, p.target_slot[k] - S.first_tile * kTileIds);
+    rows[threadIdx.x] = row;
+    grads[threadIdx.x] = row >= 0 ? p.target_grad[k] : 0.f;
+  }
+  compute_threads_sync<Cta>();
+  if (d >= R.dim) return;
+  for (int r = 0; r < kTileRows; ++r) {
+    if (rows[r] < 0) continue;
+    const float e = to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
+    S.d_weight[(long long)rows[r] * S.d_weight_stride + d] += grads[r] * e;
+  }
+}
+
 // dC[target_k] += t_k E_k for the rows whose target lies in this tile and is a correction, rows
 // in ascending order; thread i owns column d0 + i. Runs after the tile's dC rows are written.
+// The row tiles' classes are read kComputeThreads at a time, one load per thread (a load per
+// row tile, each after the last, took ~20 us in a vocabulary tile that no row visits).
 template <class Cta, bool kF16>
 __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, const CeSegment& S,
                                                         int tile, int d0) {
   static_assert(Cta::kComputeThreads == Cta::kN, "one computing thread per dC column");
+  static_assert(Cta::kComputeThreads >= kTileRows, "one computing thread per row of a row tile");
   __shared__ int rows[kTileRows];  // weight row of the row's target in this tile, or -1
   __shared__ float grads[kTileRows];
-  const CeRows& R = p.rows;
+  __shared__ bool holds[Cta::kComputeThreads];  // per row tile of a batch: a correction here
   const int d = d0 + threadIdx.x;
-  for (int rt = 0; rt < p.num_row_tiles; ++rt) {
-    if (p.tile_class[(long long)rt * p.layout.num_tiles + tile] != kTileHoldsTarget) continue;
-    // dC rows written by other threads; the previous row tile's lists consumed
+  for (int rt0 = 0; rt0 < p.num_row_tiles; rt0 += Cta::kComputeThreads) {
+    compute_threads_sync<Cta>();  // the previous batch's flags consumed
+    const int mine = rt0 + threadIdx.x;
+    holds[threadIdx.x] =
+        mine < p.num_row_tiles &&
+        p.tile_class[(long long)mine * p.layout.num_tiles + tile] == kTileHoldsTarget;
     compute_threads_sync<Cta>();
-    if (threadIdx.x < kTileRows) {
-      const int k = rt * kTileRows + threadIdx.x;
-      int row = -1;
-      if (k < R.n_kept && p.target_slot[k] / kTileIds == tile)
-        row = seg_row(S, p.target_slot[k] - S.first_tile * kTileIds);
-      rows[threadIdx.x] = row;
-      grads[threadIdx.x] = row >= 0 ? p.target_grad[k] : 0.f;
-    }
-    compute_threads_sync<Cta>();
-    if (d >= R.dim) continue;
-    for (int r = 0; r < kTileRows; ++r) {
-      if (rows[r] < 0) continue;
-      const float e =
-          to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
-      S.d_weight[(long long)rows[r] * S.d_weight_stride + d] += grads[r] * e;
-    }
+    const int batch = min(Cta::kComputeThreads, p.num_row_tiles - rt0);
+    for (int i = 0; i < batch; ++i)
+      if (holds[i]) add_target_rows_of_row_tile<Cta, kF16>(p, S, tile, rt0 + i, d, rows, grads);
   }
 }
 
@@ -396,10 +415,11 @@ __host__ __device__ constexpr int product_launch_smem() {
 // The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
 // one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
 // load_kmajor / load_mnmajor lay them out. `grad`: the staged G [row tiles * 128, chunk ids];
-// `hidden`: the kept rows of E [n_kept, dim]; `weight`: each segment's rows [size, dim] (a
-// segment with an order is gathered with cp.async instead). Read only by the Hopper loop.
+// `hidden`: the kept rows of E [n_kept, dim]; `staged`: the chunk's weight rows of segments
+// with an order, in visiting order (linear_ce_stage_weights; only dE reads weights); `weight`:
+// each segment's rows [size, dim]. Read only by the warp-specialised Hopper loop.
 struct CeProductMaps {
-  tjk::TmaDescriptor grad, hidden;
+  tjk::TmaDescriptor grad, hidden, staged;
   tjk::TmaDescriptor weight[kMaxSegments];
 };
 
@@ -446,7 +466,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    if (Cta::kWarpSpecialized && !S.order) return;  // both tiles come by TMA (load_boxes)
+    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
     if (!Cta::kWarpSpecialized)
       load_kmajor<kTileRows, Cta::kLoadThreads>(
           a_tile,
@@ -457,25 +477,25 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
                                              Cta::load_thread());
   };
-  // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and, without an order,
-  // the weights' 64 x 256 tile (four panels).
+  // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and the weights'
+  // 64 x 256 tile (four panels), from the segment's rows or, with an order, from the staged rows
+  // (at the step's columns of G: the chunk's tiles in visiting order).
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
     const int tile = tiles[step >> 1], half = step & 1;
     const int si = tile_segment(L, tile);
     const CeSegment& S = L.seg[si];
-    const bool b_boxes = !S.order;
-    tjk::mbar_arrive_expect_tx(full, (kTileRows + (b_boxes ? Cta::kN : 0)) * 128);
+    tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
     const int gx = (tile - p.chunk_first) * kTileIds + half * 64;
 #pragma unroll
     for (int j = 0; j < kTileRows / 64; ++j)
       tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, gx, rt * kTileRows + 64 * j, full);
-    if (b_boxes) {
-      const u32 b_tile = a_tile + Cta::kAElems * 2;
-      const int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
+    const u32 b_tile = a_tile + Cta::kAElems * 2;
+    const bool staged = S.order != nullptr;
+    const tjk::TmaDescriptor* b_map = staged ? &maps.staged : &maps.weight[si];
+    const int b_row = staged ? gx : (tile - S.first_tile) * kTileIds + half * 64;
 #pragma unroll
-      for (int j = 0; j < Cta::kN / 64; ++j)
-        tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.weight[si], d0 + 64 * j, pos0, full);
-    }
+    for (int j = 0; j < Cta::kN / 64; ++j)
+      tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
   };
   typename Cta::Acc acc;
   if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),

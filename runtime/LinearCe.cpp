@@ -281,6 +281,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   for (const Segment& s : P.segments) shape.segment_sizes.push_back(s.size());
   shape.num_sms = driver->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
   shape.grad_buffer_bytes = options.grad_buffer_bytes;
+  shape.stage_weights = st->order.tables && K.hopper_products();
   shape.filtering = st->threshold > 0;
   shape.smoothing = P.label_smoothing > 0;
   shape.analytic_smoothing = st->analytic_smoothing;

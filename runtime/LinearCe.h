@@ -124,8 +124,9 @@ struct LinearCeOptions {
   // Every kernel on this path is deterministic (fixed summation orders, no atomics): results are
   // bit-identical run to run. false is accepted and currently selects the same kernels.
   bool deterministic = true;
-  // Bound on the backward's bf16/f16 staging buffer for the gradient tiles (it works through the
-  // vocabulary in chunks that fit).
+  // Bound on the backward's bf16/f16 staging buffers: the gradient tiles and, with a vocabulary
+  // order on the Hopper path, the weight rows they multiply (it works through the vocabulary in
+  // chunks that fit).
   int64_t grad_buffer_bytes = int64_t{512} << 20;
   // The order the kernels visit each segment's ids in, when filtering is on.
   VocabOrdering vocab_ordering = VocabOrdering::Natural;

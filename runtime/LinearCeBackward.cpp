@@ -228,12 +228,19 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
                                kCeGradSmemBytes);
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage.
-  const bool sm90_products = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  const bool sm90_products = K.hopper_products();
   const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
   const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
-  // Their tiles come by TMA (gathered weight rows excepted): maps of the staged G, the kept rows
-  // and the segments' weights, 64 x 64 boxes.
+  // Their tiles come by TMA: maps of the staged G, the kept rows, the staged weight rows of
+  // ordered segments (each chunk's, staged before its products) and the segments' weights,
+  // 64 x 64 boxes.
   CeProductMaps maps{};
+  bool stage_weights = false;
+  for (int32_t s = 0; s < layout.num_segments; ++s)
+    stage_weights |= sm90_products && layout.seg[s].order != nullptr;
+  void* staged = bwd(ws.staged_weights);
+  TILEJIT_INTERNAL_CHECK(!stage_weights || staged,
+                         "program {}: no staging buffer for the ordered weights", P.name);
   if (sm90_products) {
     const bool f16 = st.dtype == DType::F16;
     auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
@@ -244,6 +251,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
            &maps.grad);
     encode(ce_operand_tensor_map_args(p.rows.hidden, n_kept, dim, dim, kCeProductTmaRows, f16),
            &maps.hidden);
+    if (stage_weights)
+      encode(ce_operand_tensor_map_args(staged, ws.grad_stride, dim, dim, kCeProductTmaRows, f16),
+             &maps.staged);
     for (int32_t s = 0; s < layout.num_segments; ++s)
       encode(ce_operand_tensor_map_args(layout.seg[s].weight, layout.seg[s].size, dim,
                                         layout.seg[s].weight_stride, kCeProductTmaRows, f16),
@@ -263,6 +273,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
     launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
            stream, grad_params);
+    if (stage_weights)
+      run(K.function(LossModule::Rows, "linear_ce_stage_weights"),
+          {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
+          static_cast<const int32_t*>(p.col_count), p.chunk_first, dim, staged);
     const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
     run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,
         maps);

@@ -120,7 +120,7 @@ struct CeFwdMaps {  // the Hopper forward's tensor maps (runtime/LinearCeTma.h)
 };
 static_assert(sizeof(CeFwdMaps) == kCeFwdMapsBytes);
 struct CeProductMaps {  // the Hopper products' tensor maps (runtime/LinearCeTma.h)
-  CUtensorMap grad, hidden;
+  CUtensorMap grad, hidden, staged;
   CUtensorMap weight[kMaxSegments];
 };
 static_assert(sizeof(CeProductMaps) == kCeProductMapsBytes);

@@ -48,6 +48,10 @@ struct PreparedLoss {
   // The entry point `kernel` of module `m`, compiled (through the kernel cache) on first use and
   // loaded in the current context, with `dynamic_smem` bytes of dynamic shared memory allowed.
   CUfunction function(LossModule m, std::string_view kernel, int dynamic_smem = 0);
+
+  // Whether the backward's dE / dC products run the warp-specialised Hopper loop (sm_90a modules;
+  // its tiles come by TMA, and an ordered segment's weight rows are staged for it).
+  bool hopper_products() const { return arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90; }
 };
 
 // Launches `f` with each argument passed by value (types must match the entry's parameters).

@@ -51,7 +51,9 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
       ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));
   choose_splits(ws, s);
 
+  // Per vocabulary tile of a chunk: its column of G and, staged, its weight rows.
   int64_t tile_col_bytes = int64_t(ws.row_tiles) * 128 * 128 * 2;
+  if (s.stage_weights) tile_col_bytes += int64_t(LinearCeWorkspace::kTileIds) * s.dim * 2;
   ws.chunk_tiles =
       int(std::clamp<int64_t>(s.grad_buffer_bytes / tile_col_bytes, 1,
                               std::min<int64_t>(ws.num_tiles, LinearCeWorkspace::kMaxChunkTiles)));
@@ -97,6 +99,7 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     take(ws.col_list, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
     take(ws.col_count, 4 * int64_t(ws.num_tiles));
     take(ws.grad, int64_t(ws.row_tiles) * 128 * ws.grad_stride * 2);
+    take(ws.staged_weights, s.stage_weights ? ws.grad_stride * s.dim * 2 : 0);
     bool a = s.analytic_smoothing;
     take(ws.colsum_partial, a ? 4 * int64_t(ws.colsum_parts) * s.dim : 0);
     take(ws.weight_colsum, a ? 4 * s.dim : 0);

@@ -16,7 +16,11 @@ struct LinearCeShape {
   std::vector<int64_t> segment_sizes;
   int num_sms = 132;
   int ctas_per_sm = 1;                    // resident forward CTAs per SM (256 x 128 tiles)
-  int64_t grad_buffer_bytes = 512 << 20;  // bound on the backward's staging buffer for G
+  int64_t grad_buffer_bytes = 512 << 20;  // bound on the backward's staging buffers (below)
+  // The backward stages each chunk's weight rows of ordered segments for the Hopper dE product
+  // (kernels_templates/linear_ce_order.cuh): a buffer of chunk ids x dim beside G's, within
+  // grad_buffer_bytes.
+  bool stage_weights = false;
   bool filtering = false;                 // record tile maxima in the forward
   bool smoothing = false;                 // label smoothing: per-split sums of logits
   bool analytic_smoothing = false;        // identity logit_mod + smoothing: column-sum vectors
@@ -49,7 +53,7 @@ struct LinearCeWorkspace {
       teacher_tile_max;
   // backward
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, grad,
-      colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad, target_slot;
+      staged_weights, colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad, target_slot;
   int64_t total_bytes = 0;
   int64_t grad_stride = 0;  // elements per staged G row
 };

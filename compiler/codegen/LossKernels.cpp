@@ -98,6 +98,9 @@ const std::vector<CeEntry>& entries() {
        "const float* weights, int dim, int rows_per_part, int is_f16, float* partial"},
       {M::Rows, "linear_ce_sum_parts", "", "",
        "const float* partial, int parts, int dim, float* out"},
+      {M::Rows, "linear_ce_stage_weights", "", "256",
+       "const __grid_constant__ tilejit_ce::CeLayout layout, const int* col_count, "
+       "int chunk_first, int dim, unsigned short* staged"},
       {M::Rows, "linear_ce_average_logit", "", "256",
        "const unsigned short* weight, long long stride, const unsigned short* bias, int size, "
        "const float* hidden_sum, float scale, int dim, int is_f16, float* score"},

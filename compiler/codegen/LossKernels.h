@@ -70,7 +70,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 inline constexpr size_t kCeLayoutBytes = 336;
 inline constexpr size_t kCeFwdParamsBytes = 848;
 inline constexpr size_t kCeFwdMapsBytes = 640;
-inline constexpr size_t kCeProductMapsBytes = 768;
+inline constexpr size_t kCeProductMapsBytes = 896;
 inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (runtime/LinearCeTma.h)
 inline constexpr size_t kCeMergeParamsBytes = 152;
 inline constexpr size_t kCeClassifyParamsBytes = 424;

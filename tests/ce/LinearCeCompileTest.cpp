@@ -80,7 +80,8 @@ TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
       generate_loss_module(l.program, l.logit_grad, LossModule::Rows, ElemType::BF16);
   EXPECT_EQ(rows.entries.at("linear_ce_merge"), "tj_linear_ce_merge");
   EXPECT_EQ(rows.entries.at("linear_ce_average_logit"), "tj_linear_ce_average_logit");
-  EXPECT_EQ(rows.entries.size(), 15u);
+  EXPECT_EQ(rows.entries.at("linear_ce_stage_weights"), "tj_linear_ce_stage_weights");
+  EXPECT_EQ(rows.entries.size(), 16u);
   for (const LossKernelSource* m : {&fwd, &grad, &products, &rows})
     for (const auto& [kernel, entry] : m->entries) {
       EXPECT_TRUE(entry.starts_with("tj_" + kernel)) << entry;

@@ -137,6 +137,7 @@ struct Runner {
     shape.filtering = o.threshold > 0;
     shape.smoothing = o.label_smoothing > 0;
     shape.analytic_smoothing = shape.smoothing && Prog::kLogitIsIdentity;
+    shape.stage_weights = g_sm90_loop && o.order != Order::Natural;
     ws = tilejit::plan_linear_ce(shape);
     CK(cudaMalloc(&base, ws.total_bytes));
     h_upstream.resize(o.reduction == kReduceNone ? P.n_rows : 1);
@@ -365,6 +366,11 @@ struct Runner {
       linear_ce_target_grad_kernel<Prog, Args><<<(n_kept + 255) / 256, 256>>>(args, p);
     }
     CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
+    bool stage_weights = false;  // an ordered segment's weight rows: staged per chunk
+    for (int s = 0; s < p.layout.num_segments; ++s)
+      stage_weights |= g_sm90_loop && p.layout.seg[s].order != nullptr;
+    u16* staged = slice<u16>(base, ws.staged_weights);
+    if (stage_weights && !staged) fail("no staging buffer for the ordered weights");
     if (g_sm90_loop) {
       const int rows = tilejit::kCeProductTmaRows;
       maps.grad = encode_tensor_map(
@@ -374,6 +380,10 @@ struct Runner {
       maps.hidden = encode_tensor_map(
           tilejit::ce_operand_tensor_map_args(p.rows.hidden, n_kept, P.dim, P.dim, rows, false),
           "kept rows");
+      if (stage_weights)
+        maps.staged = encode_tensor_map(
+            tilejit::ce_operand_tensor_map_args(staged, ws.grad_stride, P.dim, P.dim, rows, false),
+            "the staged weight rows");
       for (int s = 0; s < p.layout.num_segments; ++s)
         maps.weight[s] = encode_tensor_map(
             tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size,
@@ -389,6 +399,9 @@ struct Runner {
       const dim3 grad_grid(ws.row_tiles, p.chunk_tiles);  // both loops launch alike
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
+      if (stage_weights)
+        linear_ce_stage_weights_kernel<<<dim3(p.chunk_tiles, kTileIds / 8), 256>>>(
+            p.layout, p.col_count, p.chunk_first, P.dim, staged);
       if (g_sm90_loop) {
         const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
         linear_ce_grad_kernel<Prog, Args, false, true>
