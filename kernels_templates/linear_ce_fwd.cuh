@@ -36,6 +36,9 @@ struct CeFwdParams {
   float* target_raw = nullptr;    // [n_kept] x (before logit_mod) at the target
   u16* tile_max = nullptr;        // [num_tiles, kTileMaxParts, n_kept] bf16 (rounded up) or nullptr
   int tiles_per_split = 1;
+  // Bit s: the Hopper loop's weight map of segment s (CeFwdMaps) is over a copy of its rows in
+  // position order, so its tiles come by TMA although the segment has an order.
+  int weights_in_position_order = 0;
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 
@@ -43,8 +46,9 @@ struct CeFwdParams {
 // 2-D over (dim, n_kept), 64 x kFwdRows boxes, and each segment's weight rows, 2-D over
 // (dim, size), 64 x kTileIds boxes; 128-byte swizzle: one box is a stage's A (or B) tile as
 // load_kmajor lays it out (rows and columns past the extent read as zero). Encoded on the host
-// (runtime/LinearCeTma.h); read only by the Hopper loop, which copies the weight rows of a
-// segment with an order through cp.async instead (gathered).
+// (runtime/LinearCeTma.h); read only by the Hopper loop. A segment with an order has its rows
+// gathered through cp.async instead, unless the runtime copied them into position order (bit s of
+// CeFwdParams::weights_in_position_order: the map is over that copy).
 struct CeFwdMaps {
   tjk::TmaDescriptor hidden;
   tjk::TmaDescriptor weight[kMaxSegments];
@@ -131,6 +135,11 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   }
   const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
+  // Whether the Hopper loop brings segment si's weight tile as a TMA box: rows in position order
+  // (no order, or the runtime's copy in that order).
+  auto weight_box = [&](int si) {
+    return !L.seg[si].order || ((p.weights_in_position_order >> si) & 1);
+  };
   // A segment with an order: this thread's weight rows of the tile being loaded, read once per
   // tile (the steps come in order).
   GatheredRows<kTileIds, Cta::kLoadThreads> wrows;
@@ -146,7 +155,8 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
                     R.dim - k0},
           Cta::load_thread());
     const CeOperand w = weight_rows(S, lbase, k0, R.dim - k0);
-    if (Cta::kWarpSpecialized && !w.gather) return;  // the Hopper loop's TMA brings it
+    if (Cta::kWarpSpecialized && (!w.gather || weight_box(tile_segment(L, tile))))
+      return;  // the Hopper loop's TMA brings it
     if (w.gather) {
       if (tile != wrows_tile) {
         wrows.read(w.gather, w.rows, Cta::load_thread());
@@ -279,12 +289,13 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   };
 
   // The Hopper loop's TMA copies of a step: the A tile (kFwdRows kept rows by 64 columns) and,
-  // where the segment has no order, the B tile (kTileIds weight rows); one arrival with the bytes.
+  // unless the segment's rows are gathered, the B tile (kTileIds weight rows in position order);
+  // one arrival with the bytes.
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
     const int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
     const int si = tile_segment(L, tile);
     const CeSegment& S = L.seg[si];
-    const bool b_box = !S.order;
+    const bool b_box = weight_box(si);
     tjk::mbar_arrive_expect_tx(full, (kFwdRows + (b_box ? kTileIds : 0)) * 128);
     tjk::tma_load_2d(a_tile, &maps.hidden, k0, row0, full);
     if (b_box)

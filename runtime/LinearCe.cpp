@@ -363,7 +363,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
   static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the forward's tiles");
-  if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights of unordered segments
+  if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights (an ordered
+                   // segment's from a copy in position order, unless the caller declined it)
     const bool f16 = hidden.dtype == DType::F16;
     auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
       a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
@@ -371,6 +372,17 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     encode(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16), &maps.hidden);
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
+      if (seg.order && options.copy_ordered_weights) {
+        st->ordered_weights.emplace_back(size_t(seg.size) * size_t(dim) * 2);
+        void* copy = st->ordered_weights.back().data();
+        run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
+            {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
+            static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride),
+            seg.order, dim, copy);
+        encode(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16), &maps.weight[s]);
+        p.weights_in_position_order |= 1 << s;
+        continue;
+      }
       encode(ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16),
              &maps.weight[s]);
     }

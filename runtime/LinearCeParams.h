@@ -70,6 +70,7 @@ struct CeFwdParams {
   float *target_logit = nullptr, *target_raw = nullptr;
   uint16_t* tile_max = nullptr;  // bf16 [num_tiles, 2 column warps, n_kept] (KL: 1 part)
   int32_t tiles_per_split = 1;
+  int32_t weights_in_position_order = 0;  // bit s: the weight map of segment s is over a copy
   CeKlForward kl;
 };
 struct CeMergeParams {

@@ -84,6 +84,7 @@ struct Case {
   };
   std::optional<Kl> kl = std::nullopt;
   bool i64_targets = false;
+  bool copy_ordered_weights = true;  // LinearCeOptions::copy_ordered_weights
 };
 
 inline std::string layout_text(const std::vector<SegSpec>& segs) {
@@ -235,6 +236,7 @@ class Problem {
     options.filter_threshold = c.threshold;
     options.vocab_ordering = c.ordering;
     options.vocab_order = c.order;
+    options.copy_ordered_weights = c.copy_ordered_weights;
     LinearCeForward fwd =
         linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs, teacher);
 
@@ -297,7 +299,8 @@ class Problem {
       return v;
     };
     RelErr loss, rows, lse, dh, dw, db;
-    loss.add(host(fwd.loss)[0], want.loss);
+    last_loss_ = host(fwd.loss)[0];
+    loss.add(last_loss_, want.loss);
     std::vector<float> got_rows = host(fwd.row_loss), got_lse = host(fwd.lse);
     for (int64_t r = 0; r < c.n; ++r) {
       rows.add(got_rows[r], want.row_loss[r]);
@@ -397,6 +400,7 @@ class Problem {
 
   const std::vector<float>& last_d_hidden() const { return last_dh_; }
   float last_threshold() const { return last_threshold_; }
+  float last_loss() const { return last_loss_; }
   std::vector<int32_t>& targets() { return targets_; }
   // The last check's filtering: whether the forward and the backward followed a vocabulary
   // order, and the surviving fraction the backward reported.
@@ -423,6 +427,7 @@ class Problem {
   std::vector<int32_t> targets_;
   std::vector<float> last_dh_;
   float last_threshold_ = -1;
+  float last_loss_ = 0;
   bool ordered_forward_ = false, ordered_backward_ = false;
   double surviving_ = -1;
 };

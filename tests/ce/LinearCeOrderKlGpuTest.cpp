@@ -52,8 +52,9 @@ TEST_F(LinearCeGpu, NaturalOrderFilterOverEveryTileIsTheExactBackward) {
             0);
 }
 
-TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
-  Case c = gapped("gaps_bias_fixed_order", -1);
+// The gapped layout (three segments, biases) visited in a random order the caller fixed.
+Case gapped_fixed_order(const char* name) {
+  Case c = gapped(name, -1);
   std::mt19937 rng(31);
   std::vector<std::vector<int32_t>> orders;
   for (const SegSpec& s : kGapped) {
@@ -63,10 +64,32 @@ TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
   }
   c.ordering = VocabOrdering::State;
   c.order = VocabOrder::fixed(orders);
-  Problem p(c);
+  return c;
+}
+
+TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
+  Problem p(gapped_fixed_order("gaps_bias_fixed_order"));
   p.check();
   EXPECT_TRUE(p.ordered_forward());
   EXPECT_TRUE(p.ordered_backward()) << p.surviving();
+}
+
+// The Hopper forward copies an ordered segment's weights into position order and takes its tiles
+// from the copy (LinearCeOptions::copy_ordered_weights); gathering the rows instead changes where
+// the tiles come from, never a value: bit-identical results. (Elsewhere both run the same kernels.)
+TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
+  Case gathered_case = gapped_fixed_order("gaps_bias_gathered");
+  gathered_case.copy_ordered_weights = false;
+  Problem copied(gapped_fixed_order("gaps_bias_copied")), gathered(gathered_case);
+  copied.check();
+  gathered.check();
+  EXPECT_TRUE(copied.ordered_forward());
+  EXPECT_TRUE(gathered.ordered_forward());
+  ASSERT_EQ(copied.last_d_hidden().size(), gathered.last_d_hidden().size());
+  EXPECT_EQ(std::memcmp(copied.last_d_hidden().data(), gathered.last_d_hidden().data(),
+                        copied.last_d_hidden().size() * 4),
+            0);
+  EXPECT_EQ(copied.last_loss(), gathered.last_loss());
 }
 
 TEST_F(LinearCeGpu, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
