@@ -363,6 +363,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
   static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the forward's tiles");
+  // Copies of ordered segments' weights in position order, for this forward only (LinearCe.h).
+  std::vector<DeviceBuffer> ordered_weights;
   if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights (an ordered
                    // segment's from a copy in position order, unless the caller declined it)
     const bool f16 = hidden.dtype == DType::F16;
@@ -373,8 +375,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       if (seg.order && options.copy_ordered_weights) {
-        st->ordered_weights.emplace_back(size_t(seg.size) * size_t(dim) * 2);
-        void* copy = st->ordered_weights.back().data();
+        ordered_weights.emplace_back(size_t(seg.size) * size_t(dim) * 2);
+        void* copy = ordered_weights.back().data();
         run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
             {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
             static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride),
@@ -390,6 +392,10 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
+  if (!ordered_weights.empty()) {  // freed once the kernel is done: nothing later holds them
+    driver->stream_synchronize(stream);
+    ordered_weights.clear();
+  }
 
   CeMergeParams q;
   q.part_max = p.part_max;

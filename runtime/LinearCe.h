@@ -50,9 +50,9 @@
 //   Gathered rows cost the Hopper kernels more than contiguous ones (the forward ran 30% longer
 // on a Gemma-2 head), so there the forward first copies each ordered segment's weight rows into
 // position order (V_s x D elements of E's dtype, one pass over the weights) and its tiles come by
-// TMA from the copy; the copy lives until the backward starts (or the forward result is dropped),
-// so it adds to the forward's memory only. LinearCeOptions::copy_ordered_weights = false gathers
-// instead. The backward stages each vocabulary chunk's rows the same way within
+// TMA from the copy, which it frees before returning (after synchronizing `stream` once more):
+// it adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
+// gathers instead. The backward stages each vocabulary chunk's rows the same way within
 // grad_buffer_bytes.
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
 // pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,

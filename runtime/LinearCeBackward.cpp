@@ -45,7 +45,6 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     check_f32_vector(named(*outputs.d_bias[s], "d_" + seg.bias), seg.size());
   }
   Driver* driver = require_gpu();
-  st.release_ordered_weights();  // the forward's (LinearCe.h); the backward stages its own
   check_resident(driver, grad_loss);
   if (outputs.d_hidden) check_resident(driver, *outputs.d_hidden);
   for (const auto& outs : {outputs.d_weight, outputs.d_bias})

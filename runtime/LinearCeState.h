@@ -106,14 +106,6 @@ struct LinearCeState {
   DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
   DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
   linear_ce::Storage outputs;
-  // The forward's copies of ordered segments' weights in position order (LinearCe.h): the
-  // backward does not read them and releases them when it starts (hence mutable, under the lock).
-  mutable std::mutex ordered_weights_mu;
-  mutable std::vector<DeviceBuffer> ordered_weights;
-  void release_ordered_weights() const {
-    std::lock_guard<std::mutex> lock(ordered_weights_mu);
-    ordered_weights.clear();
-  }
 
   int32_t* targets32() const { return static_cast<int32_t*>(rows.data()); }
   int32_t* kept() const { return targets32() + n_rows; }
