@@ -228,8 +228,9 @@ struct NoTmaLoad {
 // copies of the stage have landed (cp.async.mbarrier.arrive.noinc: the arrival is the copies'
 // completion, so a loader never waits for its own copies and keeps up to kStages steps in
 // flight) and load_tma's arrival and bytes have; empty[s] when every compute thread has arrived
-// after the products reading the stage completed. A compute warpgroup waits full[t % S] (pass t / S), fences the stage into the async
-// proxy (wgmma reads shared memory through it; the copies wrote it through the generic one),
+// after the products reading the stage completed. A compute warpgroup waits full[t % S] (pass
+// t / S), fences the stage into the async proxy (wgmma reads shared memory through it; the copies
+// wrote it through the generic one),
 // issues step t's products (one commit group) and, once those of step t - 1 are done
 // (wgmma_wait 1), releases step t - 1's stage; at the end of an output tile it waits for all,
 // releases the stage and runs tile_done while the loaders fill the ring ahead. Stage, pass and
