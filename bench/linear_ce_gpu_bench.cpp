@@ -104,6 +104,7 @@ struct Settings {
   std::vector<std::string> shapes, kinds, modes;
   int iters = 10;
   int refresh_every = 8;
+  bool weight_grad_16 = false;  // --weight-grad bf16: dC outputs in E's dtype (else f32)
   bool selected(const std::vector<std::string>& list, std::string_view name) const {
     return std::find(list.begin(), list.end(), name) != list.end();
   }
@@ -159,12 +160,13 @@ struct GradOutputs {
   int64_t bytes = 0;
 };
 
-GradOutputs grad_outputs(const CeShape& shape) {
+GradOutputs grad_outputs(const CeShape& shape, bool weight_grad_16) {
   GradOutputs g;
   g.tensors.push_back(device_tensor(DType::F32, {shape.rows, shape.dim}, "d_E"));
+  const DType dc = weight_grad_16 ? DType::BF16 : DType::F32;  // E is bf16 here
   for (size_t s = 0; s < shape.segments.size(); ++s)
     g.tensors.push_back(
-        device_tensor(DType::F32, {shape.segments[s].second, shape.dim}, "d_" + weight_name(s)));
+        device_tensor(dc, {shape.segments[s].second, shape.dim}, "d_" + weight_name(s)));
   for (DeviceTensor& t : g.tensors) {
     t.buffer.fill_bytes(0xFF);
     g.bytes += int64_t(t.buffer.bytes());
@@ -291,7 +293,7 @@ struct MemoryAndValues {
 // One step with the memory probe running: everything above the inputs, the gradient outputs
 // (allocated after the forward, as an autograd engine would) included.
 MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
-                                  const DeviceMemoryProbe& probe) {
+                                  const DeviceMemoryProbe& probe, bool weight_grad_16) {
   Driver& d = *Driver::get();
   constexpr double kMiB = 1 << 20;
   const double free0 = double(probe.free_bytes());
@@ -301,7 +303,7 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
     d.stream_synchronize(nullptr);
   }));
   const double after_fwd = double(probe.free_bytes());
-  outs = grad_outputs(shape);
+  outs = grad_outputs(shape, weight_grad_16);
   LinearCeGradients g;
   const double least_bwd = double(probe.min_free_during([&] {
     g = calls.backward(f, outs.views);
@@ -349,7 +351,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   if (shape.kl_alpha > 0) calls.teacher.hidden = p.teacher.view;
   const double first_s = warm_up(calls);
   GradOutputs outs;
-  MemoryAndValues m = memory_and_values(calls, outs, shape, probe);
+  MemoryAndValues m = memory_and_values(calls, outs, shape, probe, settings.weight_grad_16);
   std::optional<double> diff;
   if (mode == Mode::Exact)
     exact_d_hidden = std::move(m.d_hidden);
@@ -377,6 +379,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   j.add("first_call_s", first_s);
   j.add("fwd_mem_mb", m.fwd_mb).add("fwd_bwd_mem_mb", m.fwd_bwd_mb);
   j.add("fwd_saved_mb", m.saved_mb).add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
+  j.add("weight_grad_dtype", settings.weight_grad_16 ? "bf16" : "f32");
   j.add("mem_method", DeviceMemoryProbe::method());
   j.add("timing",
         "median of per-call CUDA event times on the default stream after 2 warm-up "
@@ -462,7 +465,9 @@ std::vector<std::string> split_list(const std::string& text) {
 constexpr const char* kUsage =
     "usage: linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes NAME,...]\n"
     "                           [--modes exact,filtered,state] [--iters N] [--refresh-every K]\n"
-    "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n";
+    "                           [--weight-grad f32|bf16]\n"
+    "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n"
+    "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n";
 
 // Settings from the command line; nullopt (after a message) on a bad one.
 std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
@@ -485,11 +490,18 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
       continue;
     }
     if (a != "--kinds" && a != "--shapes" && a != "--modes" && a != "--iters" &&
-        a != "--refresh-every") {
+        a != "--refresh-every" && a != "--weight-grad") {
       fmt::print(stderr, "linear_ce_gpu_bench: unknown argument '{}'\n{}", a, kUsage);
       return std::nullopt;
     }
     if (!(v = value())) return std::nullopt;
+    if (a == "--weight-grad") {
+      if (*v != "f32" && *v != "bf16") {
+        fmt::print(stderr, "linear_ce_gpu_bench: --weight-grad is f32 or bf16, got '{}'\n", *v);
+        return std::nullopt;
+      }
+      s.weight_grad_16 = *v == "bf16";
+    }
     if (a == "--kinds") kinds = split_list(*v);
     if (a == "--shapes") shape_list = split_list(*v);
     if (a == "--modes") modes = split_list(*v);

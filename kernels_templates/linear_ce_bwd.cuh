@@ -328,7 +328,13 @@ __device__ __forceinline__ void add_target_rows_of_row_tile(const CeBwdParams& p
   for (int r = 0; r < kTileRows; ++r) {
     if (rows[r] < 0) continue;
     const float e = to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
-    S.d_weight[(long long)rows[r] * S.d_weight_stride + d] += grads[r] * e;
+    const long long at = (long long)rows[r] * S.d_weight_stride + d;
+    if (S.d_weight_16) {  // rounded a second time: the entry was written before its correction
+      u16& w = static_cast<u16*>(S.d_weight)[at];
+      w = u16(pack2<kF16>(to_float<kF16>(w) + grads[r] * e, 0.f));
+    } else {
+      static_cast<float*>(S.d_weight)[at] += grads[r] * e;
+    }
   }
 }
 
@@ -587,7 +593,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     for (int h = 0; h < 2; ++h) {
       int pos = lbase + acc_row<Cta>(mi, h);
       if (pos >= S.size) continue;
-      float* dst = S.d_weight + (long long)seg_row(S, pos) * S.d_weight_stride;
+      const long long row = (long long)seg_row(S, pos) * S.d_weight_stride;
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
         int d = d0 + acc_col<Cta>(ni);
@@ -597,7 +603,10 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
           v.x += smooth * p.hidden_wsum[d];
           v.y += smooth * p.hidden_wsum[d + 1];
         }
-        *reinterpret_cast<float2*>(dst + d) = v;
+        if (S.d_weight_16)
+          *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) + row + d) = pack2<kF16>(v.x, v.y);
+        else
+          *reinterpret_cast<float2*>(static_cast<float*>(S.d_weight) + row + d) = v;
       }
     }
   if (p.target_grad) add_target_rows_dweight<Cta, kF16>(p, S, tile, d0);

@@ -52,7 +52,8 @@ enum CeReduction : int { kReduceNone = 0, kReduceSum = 1, kReduceMean = 2 };
 struct CeSegment {
   const u16* weight = nullptr;  // [size, dim], row stride weight_stride (elements)
   const u16* bias = nullptr;    // [size] or nullptr
-  float* d_weight = nullptr;    // [size, dim] fp32, row stride d_weight_stride
+  void* d_weight = nullptr;     // [size, dim] fp32 (or E's dtype: d_weight_16), row stride
+                                // d_weight_stride
   float* d_bias = nullptr;      // [size] fp32 or nullptr
   const int* order = nullptr;   // [size] position -> weight row, or nullptr (natural order)
   const int* rank = nullptr;    // [size] weight row -> position (order's inverse), or nullptr
@@ -61,6 +62,7 @@ struct CeSegment {
   int begin = 0;       // global id of row 0
   int size = 0;        // V_s
   int first_tile = 0;  // global tile number of position 0
+  int d_weight_16 = 0; // 1: d_weight holds E's 16-bit type (rounded once per entry), else fp32
 };
 
 struct CeLayout {

@@ -175,14 +175,16 @@ struct LinearCeForward {
 
 // Caller-provided gradient outputs, in segment order (an empty vector: all allocated).
 struct LinearCeGradOutputs {
-  std::optional<TensorView> d_hidden;               // f32 [N, D], last dim contiguous
-  std::vector<std::optional<TensorView>> d_weight;  // f32 [V_s, D], last dim contiguous
+  std::optional<TensorView> d_hidden;  // f32 [N, D], last dim contiguous
+  // f32 [V_s, D], or E's dtype (bf16 / f16: half the memory; each entry rounded once, twice
+  // where a sparse target correction adds to it), last dim contiguous, even row stride
+  std::vector<std::optional<TensorView>> d_weight;
   std::vector<std::optional<TensorView>> d_bias;    // f32 [V_s] contiguous (segments with bias)
 };
 
 struct LinearCeGradients {
   TensorView d_hidden;                            // f32 [N, D]; 0 on ignored rows
-  std::vector<TensorView> d_weight;               // per segment
+  std::vector<TensorView> d_weight;               // per segment (as given, else f32)
   std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
   // Filtering as it ran: the fraction of tiles that survived (1 with filtering off), and whether
   // they were visited in the forward's order.

@@ -36,8 +36,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   for (size_t s = 0; s < num_segments; ++s) {
     const Segment& seg = P.segments[s];
     if (!outputs.d_weight.empty() && outputs.d_weight[s])
-      check_f32_matrix(named(*outputs.d_weight[s], "d_" + seg.weight), seg.size(), dim,
-                       "V_" + seg.name);
+      check_weight_grad(named(*outputs.d_weight[s], "d_" + seg.weight), st.dtype, seg.size(), dim,
+                        "V_" + seg.name);
     if (outputs.d_bias.empty() || !outputs.d_bias[s]) continue;
     TILEJIT_USER_CHECK(!seg.bias.empty(),
                        "program {}: segment '{}' has no bias, but a d_bias "
@@ -63,8 +63,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     g.d_weight.push_back(
         given ? *outputs.d_weight[s]
               : storage->take(size_t(seg.size()) * dim, {seg.size(), dim}, "d_" + seg.weight));
-    layout.seg[s].d_weight = static_cast<float*>(g.d_weight[s].data);
+    layout.seg[s].d_weight = g.d_weight[s].data;
     layout.seg[s].d_weight_stride = g.d_weight[s].strides[0];
+    layout.seg[s].d_weight_16 = g.d_weight[s].dtype != DType::F32;
     g.d_bias.emplace_back();
     if (seg.bias.empty()) continue;
     const bool bias_given = !outputs.d_bias.empty() && outputs.d_bias[s];
@@ -94,9 +95,11 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   if (n_kept == 0) {  // no row has a gradient: the weights' gradients are zero
     for (size_t s = 0; s < num_segments; ++s) {
       const CeSegment& c = layout.seg[s];
-      long long rows = c.size, cols = dim;
-      run(fill, {blocks(rows * cols, 256 * 8)}, {256}, 0, stream, c.d_weight, rows, cols,
-          c.d_weight_stride, 0.f);
+      // A 16-bit gradient is filled as fp32 pairs (dim and the stride are even; +0 either way).
+      const long long rows = c.size, cols = c.d_weight_16 ? dim / 2 : dim;
+      const long long stride = c.d_weight_16 ? c.d_weight_stride / 2 : c.d_weight_stride;
+      run(fill, {blocks(rows * cols, 256 * 8)}, {256}, 0, stream, c.d_weight, rows, cols, stride,
+          0.f);
       if (c.d_bias)
         run(fill, {blocks(rows, 256)}, {256}, 0, stream, c.d_bias, 1LL, rows, rows, 0.f);
     }

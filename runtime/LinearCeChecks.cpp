@@ -46,6 +46,21 @@ void check_f32_matrix(const TensorView& t, int64_t rows, int64_t dim, std::strin
   t.check_alignment(8);
 }
 
+void check_weight_grad(const TensorView& t, DType elem, int64_t rows, int64_t dim,
+                       std::string_view rows_name) {
+  t.check_well_formed();
+  if (t.dtype == DType::F32) return check_f32_matrix(t, rows, dim, rows_name);
+  TILEJIT_USER_CHECK(t.dtype == elem,
+                     "'{}': a weight gradient is f32 or E's dtype ({}), got {} ({})", t.name,
+                     dtype_name(elem), dtype_name(t.dtype), t.describe());
+  t.check_rank(2).check_where(TensorView::Where::Device);
+  t.check_dim(0, rows, rows_name).check_dim(1, dim, "D").check_last_dim_contiguous();
+  TILEJIT_USER_CHECK(t.strides[0] % 2 == 0 && t.strides[0] >= dim,
+                     "'{}': the row stride must be even and at least D, got {} ({})", t.name,
+                     t.strides[0], t.describe());
+  t.check_alignment(4);
+}
+
 // A tensor the caller says is on the device must be memory the driver knows.
 void check_resident(Driver* driver, const TensorView& t) {
   TILEJIT_USER_CHECK(t.numel() == 0 || driver->is_device_pointer(t.data),

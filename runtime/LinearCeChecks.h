@@ -19,6 +19,10 @@ void check_operand(const TensorView& t, DType dtype, int64_t rows, int64_t dim,
 void check_f32_vector(const TensorView& t, int64_t n);
 // An fp32 gradient matrix [rows, dim] written with 8-byte stores.
 void check_f32_matrix(const TensorView& t, int64_t rows, int64_t dim, std::string_view rows_name);
+// A weight gradient [rows, dim]: fp32 (as check_f32_matrix) or `elem`, E's 16-bit type, written
+// with 4-byte stores.
+void check_weight_grad(const TensorView& t, DType elem, int64_t rows, int64_t dim,
+                       std::string_view rows_name);
 // A tensor the caller says is on the device must be memory the driver knows.
 void check_resident(Driver* driver, const TensorView& t);
 // The bindings of captured buffers and params only (segment tensors removed).

@@ -21,12 +21,12 @@ constexpr int kIgnoredTarget = -1;  // linear_ce_rows.cuh
 struct CeSegment {
   const void* weight = nullptr;
   const void* bias = nullptr;
-  float* d_weight = nullptr;
+  void* d_weight = nullptr;  // fp32, or E's 16-bit type where d_weight_16
   float* d_bias = nullptr;
   const int32_t* order = nullptr;  // vocabulary order: position -> weight row (VocabOrder.h)
   const int32_t* rank = nullptr;   // weight row -> position
   long long weight_stride = 0, d_weight_stride = 0;
-  int32_t begin = 0, size = 0, first_tile = 0;
+  int32_t begin = 0, size = 0, first_tile = 0, d_weight_16 = 0;
 };
 struct CeLayout {
   CeSegment seg[kMaxSegments];

@@ -85,6 +85,7 @@ struct Case {
   std::optional<Kl> kl = std::nullopt;
   bool i64_targets = false;
   bool copy_ordered_weights = true;  // LinearCeOptions::copy_ordered_weights
+  bool weight_grad_16 = false;       // dC outputs in E's dtype rather than f32
 };
 
 inline std::string layout_text(const std::vector<SegSpec>& segs) {
@@ -201,6 +202,12 @@ class Problem {
       return TensorView::contiguous(keep.back().data(), DType::F32, std::move(shape),
                                     TensorView::Where::Device, std::move(name));
     };
+    auto output16 = [&](size_t elems, std::vector<int64_t> shape, std::string name) {  // E's dtype
+      keep.emplace_back(std::max<size_t>(elems, 1) * 2);
+      keep.back().fill_bytes(0xff);  // NaN
+      return TensorView::contiguous(keep.back().data(), c.dtype, std::move(shape),
+                                    TensorView::Where::Device, std::move(name));
+    };
     for (size_t i = 0; i < c.segments.size(); ++i) {
       bind.buffer(fmt::format("W{}", i), upload16(weights_[i], {c.segments[i].size, c.d}, "W"));
       if (c.segments[i].bias)
@@ -251,7 +258,8 @@ class Problem {
     LinearCeGradOutputs gouts;
     gouts.d_hidden = output(c.n * c.d, {c.n, c.d}, "dE");
     for (const SegSpec& s : c.segments) {
-      gouts.d_weight.push_back(output(s.size * c.d, {s.size, c.d}, "dC"));
+      gouts.d_weight.push_back(c.weight_grad_16 ? output16(s.size * c.d, {s.size, c.d}, "dC")
+                                                : output(s.size * c.d, {s.size, c.d}, "dC"));
       gouts.d_bias.push_back(s.bias ? std::optional(output(s.size, {s.size}, "db")) : std::nullopt);
     }
     LinearCeGradients g = linear_cross_entropy_backward(fwd, grad_loss, nullptr, gouts);
@@ -293,9 +301,15 @@ class Problem {
     }
     RefLinearCeResult want = reference_linear_ce(ref);
 
-    auto host = [](const TensorView& t) {
+    auto host = [](const TensorView& t) {  // f32, or a 16-bit type widened
       std::vector<float> v(t.numel());
-      Driver::get()->memcpy_dtoh(v.data(), t.device_ptr(), v.size() * 4);
+      if (t.dtype == DType::F32) {
+        Driver::get()->memcpy_dtoh(v.data(), t.device_ptr(), v.size() * 4);
+        return v;
+      }
+      std::vector<uint16_t> bits(v.size());
+      Driver::get()->memcpy_dtoh(bits.data(), t.device_ptr(), bits.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = from_bits(bits[i], t.dtype);
       return v;
     };
     RelErr loss, rows, lse, dh, dw, db;
@@ -308,8 +322,11 @@ class Problem {
     }
     std::vector<float> got_dh = host(g.d_hidden);
     for (size_t i = 0; i < got_dh.size(); ++i) dh.add(got_dh[i], want.d_hidden[i]);
+    last_dw_.clear();
     for (size_t s = 0; s < c.segments.size(); ++s) {
       std::vector<float> got = host(g.d_weight[s]);
+      EXPECT_EQ(g.d_weight[s].dtype, c.weight_grad_16 ? c.dtype : DType::F32);
+      last_dw_.insert(last_dw_.end(), got.begin(), got.end());
       for (size_t i = 0; i < got.size(); ++i) dw.add(got[i], want.d_weight[s][i]);
       if (!c.segments[s].bias) continue;
       std::vector<float> gb = host(*g.d_bias[s]);
@@ -399,6 +416,7 @@ class Problem {
   }
 
   const std::vector<float>& last_d_hidden() const { return last_dh_; }
+  const std::vector<float>& last_d_weight() const { return last_dw_; }  // segments in order
   float last_threshold() const { return last_threshold_; }
   float last_loss() const { return last_loss_; }
   std::vector<int32_t>& targets() { return targets_; }
@@ -428,6 +446,7 @@ class Problem {
   std::vector<float> last_dh_;
   float last_threshold_ = -1;
   float last_loss_ = 0;
+  std::vector<float> last_dw_;
   bool ordered_forward_ = false, ordered_backward_ = false;
   double surviving_ = -1;
 };

@@ -74,6 +74,32 @@ TEST_F(LinearCeGpu, CallersOrderWithGapsAndBias) {
   EXPECT_TRUE(p.ordered_backward()) << p.surviving();
 }
 
+// Weight gradients in E's dtype (half the memory of f32 ones): every entry is the f32 result
+// rounded once, or twice where a sparse target correction adds to it after the tile's write, so
+// within one unit in the last place of it; bf16 and f16, filtered in a caller's order (three
+// segments, biases, corrections).
+TEST_F(LinearCeGpu, WeightGradientsInTheOperandsDtype) {
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    Case wide = gapped_fixed_order("gaps_bias_dC_f32");
+    wide.dtype = dtype;
+    Case narrow = wide;
+    narrow.name = "gaps_bias_dC_16bit";
+    narrow.weight_grad_16 = true;
+    Problem a(wide), b(narrow);
+    a.check();
+    b.check();
+    ASSERT_EQ(a.last_d_weight().size(), b.last_d_weight().size());
+    const double ulp = dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;  // relative, at most
+    const double tiny = dtype == DType::BF16 ? 1e-38 : 6e-8;          // f16's subnormal step
+    size_t off = 0;
+    for (size_t i = 0; i < a.last_d_weight().size(); ++i) {
+      const double wide_v = a.last_d_weight()[i], narrow_v = b.last_d_weight()[i];
+      if (std::fabs(narrow_v - wide_v) > ulp * std::fabs(wide_v) + tiny) ++off;
+    }
+    EXPECT_EQ(off, 0u) << dtype_name(dtype) << ": dC entries beyond one unit in the last place";
+  }
+}
+
 // The Hopper forward copies an ordered segment's weights into position order and takes its tiles
 // from the copy (LinearCeOptions::copy_ordered_weights); gathering the rows instead changes where
 // the tiles come from, never a value: bit-identical results. (Elsewhere both run the same kernels.)
