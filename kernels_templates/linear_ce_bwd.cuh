@@ -307,47 +307,43 @@ __device__ __forceinline__ void compute_threads_sync() {
 }
 
 // add_target_rows_dweight's part for row tile rt, which holds a correction in `tile`: the rows'
-// target positions and gradients in shared memory, then thread i's column d of their dC rows.
-template <class Cta, bool kF16>
-__device__ __forceinline__ void add_target_rows_of_row_tile(const CeBwdParams& p,
-                                                            const CeSegment& S, int tile, int rt,
-                                                            int d, int* rows, float* grads) {
+// target positions in the tile and their gradients in shared memory, then thread i's column d
+// of each such row's correction through add(position in the tile, d, t_k E_k[d]).
+template <class Cta, bool kF16, class Add>
+__device__ __forceinline__ void add_target_rows_of_row_tile(const CeBwdParams& p, int tile, int rt,
+                                                            int d, int* rows, float* grads,
+                                                            Add add) {
   const CeRows& R = p.rows;
   // dC rows written by other threads; the previous row tile's lists consumed
   compute_threads_sync<Cta>();
   if (threadIdx.x < kTileRows) {
     const int k = rt * kTileRows + threadIdx.x;
-    int row = -1;
+    int at = -1;
     if (k < R.n_kept && p.target_slot[k] / kTileIds == tile)
-      row = seg_row(S, p.target_slot[k] - S.first_tile * kTileIds);
-    rows[threadIdx.x] = row;
-    grads[threadIdx.x] = row >= 0 ? p.target_grad[k] : 0.f;
+      at = p.target_slot[k] - tile * kTileIds;
+    rows[threadIdx.x] = at;
+    grads[threadIdx.x] = at >= 0 ? p.target_grad[k] : 0.f;
   }
   compute_threads_sync<Cta>();
   if (d >= R.dim) return;
   for (int r = 0; r < kTileRows; ++r) {
     if (rows[r] < 0) continue;
     const float e = to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
-    const long long at = (long long)rows[r] * S.d_weight_stride + d;
-    if (S.d_weight_16) {  // rounded a second time: the entry was written before its correction
-      u16& w = static_cast<u16*>(S.d_weight)[at];
-      w = u16(pack2<kF16>(to_float<kF16>(w) + grads[r] * e, 0.f));
-    } else {
-      static_cast<float*>(S.d_weight)[at] += grads[r] * e;
-    }
+    add(rows[r], d, grads[r] * e);
   }
 }
 
 // dC[target_k] += t_k E_k for the rows whose target lies in this tile and is a correction, rows
-// in ascending order; thread i owns column d0 + i. Runs after the tile's dC rows are written.
+// in ascending order; thread i owns column d0 + i, `add` takes (position in the tile, column,
+// value). Runs after the tile's dC rows are written (to dC or, staged, to shared memory).
 // The row tiles' classes are read kComputeThreads at a time, one load per thread (a load per
 // row tile, each after the last, took ~20 us in a vocabulary tile that no row visits).
-template <class Cta, bool kF16>
-__device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, const CeSegment& S,
-                                                        int tile, int d0) {
+template <class Cta, bool kF16, class Add>
+__device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, int tile, int d0,
+                                                        Add add) {
   static_assert(Cta::kComputeThreads == Cta::kN, "one computing thread per dC column");
   static_assert(Cta::kComputeThreads >= kTileRows, "one computing thread per row of a row tile");
-  __shared__ int rows[kTileRows];  // weight row of the row's target in this tile, or -1
+  __shared__ int rows[kTileRows];  // position in this tile of the row's target, or -1
   __shared__ float grads[kTileRows];
   __shared__ bool holds[Cta::kComputeThreads];  // per row tile of a batch: a correction here
   const int d = d0 + threadIdx.x;
@@ -360,7 +356,7 @@ __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, co
     compute_threads_sync<Cta>();
     const int batch = min(Cta::kComputeThreads, p.num_row_tiles - rt0);
     for (int i = 0; i < batch; ++i)
-      if (holds[i]) add_target_rows_of_row_tile<Cta, kF16>(p, S, tile, rt0 + i, d, rows, grads);
+      if (holds[i]) add_target_rows_of_row_tile<Cta, kF16>(p, tile, rt0 + i, d, rows, grads, add);
   }
 }
 
@@ -586,6 +582,14 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;
 
+  // 16-bit dC with target corrections: the tile goes through shared memory in f32 (the ring has
+  // drained), its corrections are added there, and each entry is rounded once on the way out.
+  const bool staged = S.d_weight_16 && p.target_grad;
+  constexpr int kStagedStride = Cta::kN + 8;  // floats; + 8: the fragments' rows spread on banks
+  static_assert(kTileIds * kStagedStride * 4 <= Cta::kSmemBytes, "staged dC tile fits the ring");
+  float* staged_tile = reinterpret_cast<float*>(smem);
+  if (staged) compute_threads_sync<Cta>();  // every computing thread is past the ring
+
   const float smooth = p.weight_colsum ? -p.uniform : 0.f;
 #pragma unroll
   for (int mi = 0; mi < Cta::kMI; ++mi)
@@ -603,13 +607,38 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
           v.x += smooth * p.hidden_wsum[d];
           v.y += smooth * p.hidden_wsum[d + 1];
         }
-        if (S.d_weight_16)
+        if (staged)
+          *reinterpret_cast<float2*>(staged_tile + acc_row<Cta>(mi, h) * kStagedStride +
+                                     acc_col<Cta>(ni)) = v;
+        else if (S.d_weight_16)
           *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) + row + d) = pack2<kF16>(v.x, v.y);
         else
           *reinterpret_cast<float2*>(static_cast<float*>(S.d_weight) + row + d) = v;
       }
     }
-  if (p.target_grad) add_target_rows_dweight<Cta, kF16>(p, S, tile, d0);
+  if (!p.target_grad) return;
+  if (!staged) {
+    float* d_weight = static_cast<float*>(S.d_weight);
+    add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
+      d_weight[(long long)seg_row(S, lbase + at) * S.d_weight_stride + d] += v;
+    });
+    return;
+  }
+  add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
+    staged_tile[at * kStagedStride + d - d0] += v;
+  });
+  compute_threads_sync<Cta>();
+  // Out in E's dtype, two columns per thread and step, rows whole.
+  constexpr int kPairs = Cta::kN / 2;
+  const int rows = min(kTileIds, S.size - lbase), pairs = min(Cta::kN, R.dim - d0) / 2;
+  for (int i = threadIdx.x; i < rows * kPairs; i += Cta::kComputeThreads) {
+    const int r = i / kPairs, c = i % kPairs;
+    if (c >= pairs) continue;
+    const float2 v = *reinterpret_cast<const float2*>(staged_tile + r * kStagedStride + 2 * c);
+    *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
+                            (long long)seg_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
+        pack2<kF16>(v.x, v.y);
+  }
 }
 
 // One thread per position of the chunk: dbias = column sum of G over visited row tiles (in

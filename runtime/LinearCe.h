@@ -176,8 +176,8 @@ struct LinearCeForward {
 // Caller-provided gradient outputs, in segment order (an empty vector: all allocated).
 struct LinearCeGradOutputs {
   std::optional<TensorView> d_hidden;  // f32 [N, D], last dim contiguous
-  // f32 [V_s, D], or E's dtype (bf16 / f16: half the memory; each entry rounded once, twice
-  // where a sparse target correction adds to it), last dim contiguous, even row stride
+  // f32 [V_s, D], or E's dtype (bf16 / f16: half the memory; each entry the f32 result rounded
+  // once to nearest even), last dim contiguous, even row stride
   std::vector<std::optional<TensorView>> d_weight;
   std::vector<std::optional<TensorView>> d_bias;    // f32 [V_s] contiguous (segments with bias)
 };
