@@ -79,8 +79,9 @@ struct CeWgCta {
 
 // CeWsCta: CeWgCta's two compute warpgroups (threads 0-255, the same fragments) and a third,
 // warpgroup 2, that only loads: its 128 threads issue the copies of every stage (cp.async, and
-// TMA where the caller has a tensor map) into a kStages ring and hand each stage over on an mbarrier; the compute warpgroups wait for it, issue
-// their products and release the stage on another (gemm_loop_sm90_ws). No barrier joins the two
+// TMA where the caller has a tensor map) into a kStages ring and hand each stage over on an
+// mbarrier; the compute warpgroups wait for it, issue their products and release the stage on
+// another (gemm_loop_sm90_ws). No barrier joins the two
 // compute warpgroups inside the loop, and none of their issue slots go to copies.
 template <int M, int N, int Stages>
 struct CeWsCta : CeWgCta<M, N, Stages> {
@@ -226,8 +227,8 @@ struct NoTmaLoad {
 // Per stage s two mbarriers (static shared memory): full[s] completes when every loading thread's
 // copies of the stage have landed (cp.async.mbarrier.arrive.noinc: the arrival is the copies'
 // completion, so a loader never waits for its own copies and keeps up to kStages steps in
-// flight) and load_tma's arrival and bytes have; empty[s] when every compute thread has arrived after the products reading the stage
-// completed. A compute warpgroup waits full[t % S] (pass t / S), fences the stage into the async
+// flight) and load_tma's arrival and bytes have; empty[s] when every compute thread has arrived
+// after the products reading the stage completed. A compute warpgroup waits full[t % S] (pass t / S), fences the stage into the async
 // proxy (wgmma reads shared memory through it; the copies wrote it through the generic one),
 // issues step t's products (one commit group) and, once those of step t - 1 are done
 // (wgmma_wait 1), releases step t - 1's stage; at the end of an output tile it waits for all,

@@ -36,9 +36,9 @@
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics.
 // Launch shapes: grad kernel CeGradCta (threads, dynamic smem), whichever tile loop runs;
-// dhidden / dweight product_launch_threads / product_launch_smem (CeProductCta, or the
-// warp-specialised CeProductWsCta where the module asks for the Hopper loop, ce_wgmma.cuh, with
-// kSm90Loop and is compiled for sm_90a: 384 threads, 192 KiB); chunk_tiles <= 1024. Outputs are fp32; dE rows of
+// dhidden / dweight CeProductCtaOf<kSm90Loop>::type's (CeProductCta, or the warp-specialised
+// CeProductWsCta where the module asks for the Hopper loop, ce_wgmma.cuh, with kSm90Loop and is
+// compiled for sm_90a: 384 threads, 192 KiB); chunk_tiles <= 1024. Outputs are fp32; dE rows of
 // ignored rows are zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this
 // pass.
 #pragma once
@@ -391,7 +391,7 @@ __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, in
 // serialisation warning (the portable loop on sm_80: 211 and 222).
 // On the Hopper loop the products run warp-specialised (CeWsCta, as the forward): a third
 // warpgroup issues the copies into a four-stage ring (192 KiB) and the two computing ones only
-// wait, multiply and release; 384 threads. product_launch_threads / _smem give the launch.
+// wait, multiply and release; 384 threads (the launch takes the CTA type's threads and memory).
 typedef CeWsCta<CeProductCta::kM, CeProductCta::kN, 4> CeProductWsCta;
 template <bool kSm90Loop>
 struct CeProductCtaOf {
@@ -403,14 +403,6 @@ struct CeProductCtaOf<true> {
   typedef CeProductWsCta type;
 };
 #endif
-template <bool kSm90Loop>
-__host__ __device__ constexpr int product_launch_threads() {
-  return kSm90Loop ? CeProductWsCta::kThreads : CeProductCta::kThreads;
-}
-template <bool kSm90Loop>
-__host__ __device__ constexpr int product_launch_smem() {
-  return kSm90Loop ? CeProductWsCta::kSmemBytes : CeProductCta::kSmemBytes;
-}
 
 // The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
 // one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
@@ -424,7 +416,7 @@ struct CeProductMaps {
 };
 
 // Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
-// product_launch_threads threads (launch bounds: one CTA per SM), as for dweight.
+// CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for dweight.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeProductMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
@@ -463,17 +455,16 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __syncthreads();
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
     int tile = tiles[step >> 1], half = step & 1;
     const CeSegment& S = L.seg[tile_segment(L, tile)];
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
-    if (!Cta::kWarpSpecialized)
-      load_kmajor<kTileRows, Cta::kLoadThreads>(
-          a_tile,
-          CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
-                        half * 64,
-                    p.grad_stride, kTileRows, 64},
-          Cta::load_thread());
+    load_kmajor<kTileRows, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
+                      half * 64,
+                  p.grad_stride, kTileRows, 64},
+        Cta::load_thread());
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
                                              Cta::load_thread());
   };

@@ -6,9 +6,9 @@
 // one), with the pipeline running across tile boundaries. Two tile loops, one body: the portable
 // CeFwdCta (ce_mma.cuh: 8 warps of 64 x 64, mma.sync, 256 threads) and, when the module asks for
 // it (kSm90Loop) and is compiled for sm_90a, CeFwdWsCta (ce_wgmma.cuh: two warpgroups of
-// 128 x 128 on wgmma and one that loads, 384 threads, four stages; fwd_launch_threads and
-// fwd_launch_smem give the launch; a step's hidden tile and, without an order, its weight tile
-// are TMA boxes, CeFwdMaps; weight rows gathered through an order are cp.async copies). The epilogue
+// 128 x 128 on wgmma and one that loads, 384 threads, four stages; a step's hidden tile and,
+// without an order, its weight tile are TMA boxes, CeFwdMaps; weight rows gathered through an
+// order are cp.async copies). The epilogue
 // applies bias and logit_mod (its constant part computed once per thread, its row part once per
 // row and tile: linear_ce_hook_parts.cuh) and keeps, per thread and row, an online (max, sum of
 // exp) and the sum of logits (label smoothing) in registers; the target logit is stored by the
@@ -64,18 +64,9 @@ struct CeFwdMaps {
 // computing), no spills, 192 KiB dynamic + 1 KiB static shared memory (the ring's mbarriers),
 // 8 HGMMA 64x128x16 per K step, no serialisation warning (the portable loop: 255 registers).
 typedef CeWsCta<kFwdRows, kTileIds, 4> CeFwdWsCta;
-// Threads and dynamic shared memory a forward launch takes: the Hopper CTA's when the module asks
-// for the Hopper loop and runs on sm_90a (the runtime and the harness launch it only there), the
-// portable CTA's otherwise. The Hopper ring has four stages (192 KiB, past sm_80's 163 KiB): its
-// loaders keep every stage in flight.
-template <bool kSm90Loop>
-__host__ __device__ constexpr int fwd_launch_threads() {
-  return kSm90Loop ? CeFwdWsCta::kThreads : CeFwdCta::kThreads;
-}
-template <bool kSm90Loop>
-__host__ __device__ constexpr int fwd_launch_smem() {
-  return kSm90Loop ? CeFwdWsCta::kSmemBytes : CeFwdCta::kSmemBytes;
-}
+// Its ring has four stages (192 KiB, past sm_80's 163 KiB): the loaders keep every stage in
+// flight. A launch takes the CTA type's threads and shared memory (CeFwdWsCta where the module asks
+// for the Hopper loop and runs on sm_90a, CeFwdCta otherwise).
 
 // The forward's CTA type: the Hopper loop where asked for and available, the portable one
 // otherwise (a module compiled for sm_80 or sm_90 without the 'a' features).
@@ -146,7 +137,8 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   int wrows_tile = -1;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     int tile = t_begin + step / ksteps, k0 = (step % ksteps) * Cta::kK;
-    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    const int si = tile_segment(L, tile);
+    const CeSegment& S = L.seg[si];
     int lbase = (tile - S.first_tile) * kTileIds;
     if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_boxes)
       load_kmajor<kFwdRows, Cta::kLoadThreads>(
@@ -155,7 +147,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
                     R.dim - k0},
           Cta::load_thread());
     const CeOperand w = weight_rows(S, lbase, k0, R.dim - k0);
-    if (Cta::kWarpSpecialized && (!w.gather || weight_box(tile_segment(L, tile))))
+    if (Cta::kWarpSpecialized && (!w.gather || weight_box(si)))
       return;  // the Hopper loop's TMA brings it
     if (w.gather) {
       if (tile != wrows_tile) {
@@ -347,9 +339,8 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
   }
 }
 
-// Launched with fwd_launch_threads<kSm90Loop>() threads (launch bounds: one CTA per SM) and
-// fwd_launch_smem<kSm90Loop>() bytes of dynamic shared memory; `maps` is read by the Hopper loop
-// only.
+// Launched with CeFwdCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM) and dynamic
+// shared memory; `maps` is read by the Hopper loop only.
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_fwd(const Args& args, const CeFwdParams& p,
                                               const CeFwdMaps& maps) {

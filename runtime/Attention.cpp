@@ -23,6 +23,7 @@
 #include "runtime/Driver.h"
 #include "runtime/Launch.h"
 #include "runtime/Module.h"
+#include "runtime/TensorMapEncode.h"
 #include "runtime/cpu/CpuAttention.h"
 #include "runtime/cpu/RowHooks.h"
 
@@ -239,14 +240,11 @@ AttnTensorArg tensor_arg(const TensorView& t) {
 
 // An empty tensor (Skv = 0) gets no map: the kernel has no kv step to load then.
 CUtensorMap tensor_map(const TensorView& t) {
-  CUtensorMap map{};
-  if (t.numel() == 0) return map;
+  if (t.numel() == 0) return CUtensorMap{};
   const int64_t shape[4] = {t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
   const int64_t strides[3] = {t.strides[0], t.strides[1], t.strides[2]};
-  Driver* driver = Driver::get();
-  attention_tensor_map_args(t.data, shape, strides, t.dtype == DType::F16)
-      .encode_with([&](auto... a) { driver->tensor_map_encode_tiled(a...); }, &map);
-  return map;
+  return encode_tensor_map(
+      attention_tensor_map_args(t.data, shape, strides, t.dtype == DType::F16));
 }
 
 unsigned blocks(int64_t items, int64_t per_block) {
@@ -472,9 +470,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    device_mask(state, context, stream, block_mask)};
   if (sm90 && !det && n_rows > 0) {  // the dQ blocks are added into the accumulator by TMA
     const int64_t shape[4] = {p.batch, p.heads_q, p.seq_q, p.dim};
-    dq_accum_tensor_map_args(params.dq_accum, shape)
-        .encode_with([&](auto... a) { Driver::get()->tensor_map_encode_tiled(a...); },
-                     &maps.dq_accum);
+    maps.dq_accum = encode_tensor_map(dq_accum_tensor_map_args(params.dq_accum, shape));
   }
   void* rows_params[] = {&params};
   void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two

@@ -23,6 +23,7 @@
 #include "runtime/LinearCeParams.h"
 #include "runtime/LinearCeState.h"
 #include "runtime/LinearCeTma.h"
+#include "runtime/TensorMapEncode.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/Module.h"
 #include "runtime/VocabOrderPlan.h"
@@ -368,10 +369,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights (an ordered
                    // segment's from a copy in position order, unless the caller declined it)
     const bool f16 = hidden.dtype == DType::F16;
-    auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
-      a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
-    };
-    encode(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16), &maps.hidden);
+    maps.hidden = encode_tensor_map(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16));
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       if (seg.order && options.copy_ordered_weights) {
@@ -381,12 +379,13 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
             {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
             static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride),
             seg.order, dim, copy);
-        encode(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16), &maps.weight[s]);
+        maps.weight[s] =
+            encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));
         p.weights_in_position_order |= 1 << s;
         continue;
       }
-      encode(ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16),
-             &maps.weight[s]);
+      maps.weight[s] = encode_tensor_map(
+          ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16));
     }
   }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),

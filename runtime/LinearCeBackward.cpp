@@ -8,6 +8,7 @@
 #include "runtime/LinearCeChecks.h"
 #include "runtime/LinearCeState.h"
 #include "runtime/LinearCeTma.h"
+#include "runtime/TensorMapEncode.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
@@ -243,25 +244,22 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
                          "program {}: no staging buffer for the ordered weights", P.name);
   if (sm90_products) {
     const bool f16 = st.dtype == DType::F16;
-    auto encode = [&](const TiledTensorMapArgs& a, CUtensorMap* map) {
-      a.encode_with([&](auto... x) { Driver::get()->tensor_map_encode_tiled(x...); }, map);
+    auto map = [&](const void* data, int64_t rows, int64_t cols, int64_t stride) {
+      return encode_tensor_map(
+          ce_operand_tensor_map_args(data, rows, cols, stride, kCeProductTmaRows, f16));
     };
-    encode(ce_operand_tensor_map_args(p.grad, int64_t(row_tiles) * 128, ws.grad_stride,
-                                      ws.grad_stride, kCeProductTmaRows, f16),
-           &maps.grad);
-    encode(ce_operand_tensor_map_args(p.rows.hidden, n_kept, dim, dim, kCeProductTmaRows, f16),
-           &maps.hidden);
-    if (stage_weights)
-      encode(ce_operand_tensor_map_args(staged, ws.grad_stride, dim, dim, kCeProductTmaRows, f16),
-             &maps.staged);
+    maps.grad = map(p.grad, int64_t(row_tiles) * 128, ws.grad_stride, ws.grad_stride);
+    maps.hidden = map(p.rows.hidden, n_kept, dim, dim);
+    if (stage_weights) maps.staged = map(staged, ws.grad_stride, dim, dim);
     for (int32_t s = 0; s < layout.num_segments; ++s)
-      encode(ce_operand_tensor_map_args(layout.seg[s].weight, layout.seg[s].size, dim,
-                                        layout.seg[s].weight_stride, kCeProductTmaRows, f16),
-             &maps.weight[s]);
+      maps.weight[s] =
+          map(layout.seg[s].weight, layout.seg[s].size, dim, layout.seg[s].weight_stride);
   }
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
+  CUfunction stage =
+      stage_weights ? K.function(LossModule::Rows, "linear_ce_stage_weights") : nullptr;
   bool any_bias = false;
   for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
   const unsigned dtiles = blocks(dim, 256);
@@ -274,8 +272,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
            stream, grad_params);
     if (stage_weights)
-      run(K.function(LossModule::Rows, "linear_ce_stage_weights"),
-          {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
+      run(stage, {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
           static_cast<const int32_t*>(p.col_count), p.chunk_first, dim, staged);
     const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
     run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,

@@ -51,7 +51,9 @@ struct PreparedLoss {
 
   // Whether the backward's dE / dC products run the warp-specialised Hopper loop (sm_90a modules;
   // its tiles come by TMA, and an ordered segment's weight rows are staged for it).
-  bool hopper_products() const { return arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90; }
+  bool hopper_products() const {
+    return arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  }
 };
 
 // Launches `f` with each argument passed by value (types must match the entry's parameters).

@@ -40,8 +40,9 @@ inline TiledTensorMapArgs ce_hidden_tensor_map_args(const void* data, int64_t ro
   return ce_operand_tensor_map_args(data, rows, dim, dim, kCeFwdTmaRows, f16);
 }
 
-// A segment's weight rows (a vocabulary tile's box; a segment visited through an order is
-// gathered with cp.async instead).
+// A segment's weight rows (a vocabulary tile's box), or the forward's copy of them in the
+// segment's visiting order (runtime/LinearCe.h; without it such a segment is gathered with
+// cp.async).
 inline TiledTensorMapArgs ce_weight_tensor_map_args(const void* data, int64_t rows, int64_t dim,
                                                     int64_t row_stride, bool f16) {
   return ce_operand_tensor_map_args(data, rows, dim, row_stride, kCeWeightTmaRows, f16);

@@ -53,7 +53,8 @@ struct LinearCeWorkspace {
       teacher_tile_max;
   // backward
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, grad,
-      staged_weights, colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad, target_slot;
+      staged_weights, colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad,
+      target_slot;
   int64_t total_bytes = 0;
   int64_t grad_stride = 0;  // elements per staged G row
 };

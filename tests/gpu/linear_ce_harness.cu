@@ -161,7 +161,7 @@ struct Runner {
     CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, false>, smem,
                             CeFwdCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_fwd_kernel<Prog, Args, false, true>, smem,
-                            fwd_launch_smem<true>()));
+                            CeFwdWsCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, false>, smem,
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, true>, smem,
@@ -169,11 +169,11 @@ struct Runner {
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem,
-                            product_launch_smem<true>()));
+                            CeProductWsCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem,
-                            product_launch_smem<true>()));
+                            CeProductWsCta::kSmemBytes));
   }
   ~Runner() {
     cudaFree(base);
@@ -234,7 +234,7 @@ struct Runner {
             "a segment's weights");
       }
       linear_ce_fwd_kernel<Prog, Args, false, true>
-          <<<grid, fwd_launch_threads<true>(), fwd_launch_smem<true>()>>>(args, p, maps);
+          <<<grid, CeFwdWsCta::kThreads, CeFwdWsCta::kSmemBytes>>>(args, p, maps);
     } else {
       linear_ce_fwd_kernel<Prog, Args, false, false>
           <<<grid, CeFwdCta::kThreads, CeFwdCta::kSmemBytes>>>(args, p, maps);
@@ -403,7 +403,7 @@ struct Runner {
         linear_ce_stage_weights_kernel<<<dim3(p.chunk_tiles, kTileIds / 8), 256>>>(
             p.layout, p.col_count, p.chunk_first, P.dim, staged);
       if (g_sm90_loop) {
-        const int ws_threads = product_launch_threads<true>(), ws_bytes = product_launch_smem<true>();
+        const int ws_threads = CeProductWsCta::kThreads, ws_bytes = CeProductWsCta::kSmemBytes;
         linear_ce_grad_kernel<Prog, Args, false, true>
             <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
         linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
