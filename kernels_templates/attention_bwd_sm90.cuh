@@ -13,8 +13,8 @@
 //     dO of every step into a kStages ring with TMA (lane 0) and the step's lse and delta with
 //     cp.async (all lanes, zero past Sq), and writes the step's record (q head, first row, the
 //     class of each 64-key half) next to the ring's barriers. full[s] completes on lane 0's
-//     arrive.expect_tx, the TMA bytes and 32 cp.async arrivals; empty[s] on the 8 consumer
-//     warps done with the stage (one arrival per warp, mbar_arrive_warp). A record with head = -1 ends the ring.
+//     arrive.expect_tx, the TMA bytes and 32 cp.async arrivals; empty[s] on the 256 consumer
+//     threads done with the stage. A record with head = -1 ends the ring.
 //   warpgroups 1 and 2, consumers (240 registers; 24 * 128 + 240 * 256 = 168 * 384): 64 keys
 //     each, which is exactly one block-mask kv tile, so each consumer classifies its rows of a
 //     step by its own tile (full: no mask; partial: mask per element; empty: P = dS = 0). Per
@@ -62,7 +62,7 @@
 //     swizzle; the tensor map (runtime/AttentionTma.h) is 4-D over (d, s, h, b) of the packed
 //     fp32 accumulator, so rows past Sq fall outside it.
 //   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes; full[s] as
-//     above (33 arrivals + bytes); empty[s] 8 arrivals. Pass n over the ring waits for parity
+//     above (33 arrivals + bytes); empty[s] 256 arrivals. Pass n over the ring waits for parity
 //     n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a fresh barrier reports parity 1 complete).
 //
 // Files: the producer side (layout, step records, run cursor, producer warp) is in
@@ -298,7 +298,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     pin_registers(pf);
     pin_registers(dsf);
     if (kAtomicDq) pin_registers(dq);
-    mbar_arrive_warp(L::empty(base, slot.stage));
+    mbar_arrive(L::empty(base, slot.stage));
 
     if (dq_here) {
       attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
@@ -349,7 +349,7 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
     mbar_init(L::kv_full(base), 1);
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(L::full(base, s), 1 + 32);
-      mbar_init(L::empty(base, s), 8);  // the consumers' warps (mbar_arrive_warp)
+      mbar_init(L::empty(base, s), 256);
     }
     mbar_init_fence();
   }

@@ -94,15 +94,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned byt
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-// One arrival for the whole warp (its lane 0), once every lane is past this point: for barriers
-// that count warps. Every lane of the warp must call it.
-__device__ __forceinline__ void mbar_arrive_warp(unsigned bar) {
-  __syncwarp();
-  asm volatile(  // predicated rather than branched: no divergence for ptxas to keep registers for
-      "{\n.reg .pred p;\n.reg .u32 l;\nmov.u32 l, %%laneid;\nsetp.eq.u32 p, l, 0;\n"
-      "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(bar)
-      : "memory");
-}
 // An arrival on the mbarrier once every cp.async this thread issued before has completed
 // (cp.async.mbarrier.arrive); with .noinc the arrival counts against the barrier's expected
 // count, so the barrier must be initialised with it included.
