@@ -113,7 +113,7 @@ std::vector<std::string_view> module_headers(LossModule m) {
   switch (m) {
     case LossModule::Forward: return {"common.cuh", "linear_ce_fwd.cuh", "linear_ce_kl.cuh"};
     case LossModule::Gradient: return {"common.cuh", "linear_ce_bwd.cuh"};
-    case LossModule::Products: return {"linear_ce_bwd.cuh"};
+    case LossModule::Products: return {"linear_ce_products.cuh"};
     case LossModule::Rows:
       return {"linear_ce_fwd.cuh", "linear_ce_tiles.cuh", "linear_ce_rows.cuh",
               "linear_ce_order.cuh"};

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels_templates/linear_ce_bwd.cuh"
+#include "kernels_templates/linear_ce_products.cuh"
 #include "kernels_templates/linear_ce_fwd.cuh"
 #include "kernels_templates/linear_ce_order.cuh"
 #include "runtime/LinearCeTma.h"

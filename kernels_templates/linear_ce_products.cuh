@@ -1,0 +1,426 @@
+// Fused linear cross-entropy, backward products: dE = G . C and dC = G^T . E per vocabulary
+// chunk from the staged G (linear_ce_bwd.cuh), dbias as G's column sums, each with the sparse
+// target corrections of targets whose tile G does not hold.
+//   linear_ce_dhidden  dE[row tile, d tile] (+)= G[row tile, chunk] . C[chunk, d tile]
+//                      over the row tile's visited vocabulary tiles (the first chunk also adds
+//                      the smoothing and target corrections);
+//   linear_ce_dweight  dC[vocab tile, d tile] = G[:, vocab tile]^T . E[:, d tile] over
+//                      the vocabulary tile's visited row tiles, then its target corrections;
+//   linear_ce_dbias    column sums of G, plus target corrections.
+// Every output element has exactly one writer and a fixed summation order: results are
+// bit-identical run to run without atomics. Launch shapes: dhidden / dweight
+// CeProductCtaOf<kSm90Loop>::type's (CeProductCta, or the warp-specialised CeProductWsCta where
+// the module asks for the Hopper loop, ce_wgmma.cuh, with kSm90Loop and is compiled for sm_90a:
+// 384 threads, 192 KiB). dE is fp32; dC fp32 or E's 16-bit type (CeSegment::d_weight_16, each
+// entry rounded once); dE rows of ignored rows are zeroed by linear_ce_row_grad, every dC row and
+// dbias entry is written by this pass.
+#pragma once
+
+#include "linear_ce_bwd.cuh"
+
+namespace tilejit_ce {
+
+// ---- target corrections ----------------------------------------------------------------------
+
+// Whether kept row k's target entry is a sparse correction: its tile is not hot for the row's
+// row tile (so G does not hold it).
+__device__ __forceinline__ bool target_is_correction(const CeBwdParams& p, int k) {
+  const int tile = p.target_slot[k] / kTileIds;
+  return !(p.tile_class[(long long)(k / kTileRows) * p.layout.num_tiles + tile] & kTileHot);
+}
+
+// Weight row holding slot `slot` (a live id's place in the tiled vocabulary).
+__device__ __forceinline__ const u16* slot_weight_row(const CeLayout& L, int slot) {
+  const CeSegment& S = L.seg[tile_segment(L, slot / kTileIds)];
+  return S.weight + (long long)seg_row(S, slot - S.first_tile * kTileIds) * S.weight_stride;
+}
+
+// A barrier among the threads that compute (after the tile loop, a warp-specialised CTA's
+// loading threads have returned).
+template <class Cta>
+__device__ __forceinline__ void compute_threads_sync() {
+  if constexpr (Cta::kWarpSpecialized)
+    tjk::named_barrier_sync(2, Cta::kComputeThreads);
+  else
+    __syncthreads();
+}
+
+// add_target_rows_dweight's part for row tile rt, which holds a correction in `tile`: the rows'
+// target positions in the tile and their gradients in shared memory, then thread i's column d
+// of each such row's correction through add(position in the tile, d, t_k E_k[d]).
+template <class Cta, bool kF16, class Add>
+__device__ __forceinline__ void add_target_rows_of_row_tile(const CeBwdParams& p, int tile, int rt,
+                                                            int d, int* rows, float* grads,
+                                                            Add add) {
+  const CeRows& R = p.rows;
+  // dC rows written by other threads; the previous row tile's lists consumed
+  compute_threads_sync<Cta>();
+  if (threadIdx.x < kTileRows) {
+    const int k = rt * kTileRows + threadIdx.x;
+    int at = -1;
+    if (k < R.n_kept && p.target_slot[k] / kTileIds == tile)
+      at = p.target_slot[k] - tile * kTileIds;
+    rows[threadIdx.x] = at;
+    grads[threadIdx.x] = at >= 0 ? p.target_grad[k] : 0.f;
+  }
+  compute_threads_sync<Cta>();
+  if (d >= R.dim) return;
+  for (int r = 0; r < kTileRows; ++r) {
+    if (rows[r] < 0) continue;
+    const float e = to_float<kF16>(R.hidden[(long long)(rt * kTileRows + r) * R.hidden_stride + d]);
+    add(rows[r], d, grads[r] * e);
+  }
+}
+
+// dC[target_k] += t_k E_k for the rows whose target lies in this tile and is a correction, rows
+// in ascending order; thread i owns column d0 + i, `add` takes (position in the tile, column,
+// value). Runs after the tile's dC rows are written (to dC or, staged, to shared memory).
+// The row tiles' classes are read kComputeThreads at a time, one load per thread (a load per
+// row tile, each after the last, took ~20 us in a vocabulary tile that no row visits).
+template <class Cta, bool kF16, class Add>
+__device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, int tile, int d0,
+                                                        Add add) {
+  static_assert(Cta::kComputeThreads == Cta::kN, "one computing thread per dC column");
+  static_assert(Cta::kComputeThreads >= kTileRows, "one computing thread per row of a row tile");
+  __shared__ int rows[kTileRows];  // position in this tile of the row's target, or -1
+  __shared__ float grads[kTileRows];
+  __shared__ bool holds[Cta::kComputeThreads];  // per row tile of a batch: a correction here
+  const int d = d0 + threadIdx.x;
+  for (int rt0 = 0; rt0 < p.num_row_tiles; rt0 += Cta::kComputeThreads) {
+    compute_threads_sync<Cta>();  // the previous batch's flags consumed
+    const int mine = rt0 + threadIdx.x;
+    holds[threadIdx.x] =
+        mine < p.num_row_tiles &&
+        p.tile_class[(long long)mine * p.layout.num_tiles + tile] == kTileHoldsTarget;
+    compute_threads_sync<Cta>();
+    const int batch = min(Cta::kComputeThreads, p.num_row_tiles - rt0);
+    for (int i = 0; i < batch; ++i)
+      if (holds[i]) add_target_rows_of_row_tile<Cta, kF16>(p, tile, rt0 + i, d, rows, grads, add);
+  }
+}
+
+// dbias at `slot`: the sum of t_k over rows whose target sits there as a correction, in order.
+__device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, int slot) {
+  const int tile = slot / kTileIds;
+  float acc = 0.f;
+  for (int rt = 0; rt < p.num_row_tiles; ++rt) {
+    if (p.tile_class[(long long)rt * p.layout.num_tiles + tile] != kTileHoldsTarget) continue;
+    const int k1 = min(p.rows.n_kept, (rt + 1) * kTileRows);
+    for (int k = rt * kTileRows; k < k1; ++k)
+      if (p.target_slot[k] == slot) acc += p.target_grad[k];
+  }
+  return acc;
+}
+
+// ---- products ------------------------------------------------------------------------------
+
+// The products' Hopper CTA: CeProductCta's shape (128 x 256 output tiles, K steps of 64) as two
+// computing warpgroups of 64 x 256 (ce_wgmma.cuh: per K step and warpgroup 8 wgmma m64n128k16,
+// two per k16 slice) and a loading one; used where the module asks for it (kSm90Loop) and is
+// compiled for sm_90a. The operands are the portable loop's tiles, read in place:
+//   dE = G . C:    A = G[128 rows][64 ids], K-major (load_kmajor); B = C[64 ids][256 dims],
+//                  N-major (load_mnmajor, imm-trans-b).
+//   dC = G^T . E:  A = G^T, stored as G[64 rows][128 ids], M-major (load_mnmajor, imm-trans-a);
+//                  B = E[64 rows][256 dims], N-major (load_mnmajor, imm-trans-b).
+// Thread (warpgroup g, warp w, lane 4q + t) holds output rows 64 g + 16 w + q + 8 h and columns
+// 8 ni + 2 t (+ 1), ni < 32 (CeWgCta::row / col), which the epilogues read through acc_row /
+// acc_col as they do the portable CTA's. Each output element is one thread's fp32 accumulator
+// over the visited K steps in list order (within a k16 slice, the tensor core's fixed order):
+// bit-identical run to run, no atomics; it differs from the portable loop's only by rounding.
+// ptxas (CUDA 13.0, sm_90a, NVRTC products module of examples/programs/gemma2_softcap.tj): 168
+// registers at launch (setmaxnreg 56 loading, 224 computing), no spills, no stack, no
+// serialisation warning (the portable loop on sm_80: 211 and 222).
+// On the Hopper loop the products run warp-specialised (CeWsCta, as the forward): a third
+// warpgroup issues the copies into a four-stage ring (192 KiB) and the two computing ones only
+// wait, multiply and release; 384 threads (the launch takes the CTA type's threads and memory).
+typedef CeWsCta<CeProductCta::kM, CeProductCta::kN, 4> CeProductWsCta;
+template <bool kSm90Loop>
+struct CeProductCtaOf {
+  typedef CeProductCta type;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeProductCtaOf<true> {
+  typedef CeProductWsCta type;
+};
+#endif
+
+// The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
+// one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
+// load_kmajor / load_mnmajor lay them out. `grad`: the staged G [row tiles * 128, chunk ids];
+// `hidden`: the kept rows of E [n_kept, dim]; `staged`: the chunk's weight rows of segments
+// with an order, in visiting order (linear_ce_stage_weights; only dE reads weights); `weight`:
+// each segment's rows [size, dim]. Read only by the warp-specialised Hopper loop.
+struct CeProductMaps {
+  tjk::TmaDescriptor grad, hidden, staged;
+  tjk::TmaDescriptor weight[kMaxSegments];
+};
+
+// Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
+// CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for dweight.
+template <bool kF16, bool kSm90Loop = false>
+__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeProductMaps& maps) {
+  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
+  __shared__ int tiles[1024];
+  __shared__ int range[2];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int rt = blockIdx.x, d0 = blockIdx.y * Cta::kN;
+  const int* list = p.row_list + (long long)rt * L.num_tiles;
+  if (threadIdx.x == 0) {  // the chunk's part of the ascending list
+    int n = p.row_count[rt], lo = 0, hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    int a = lo;
+    hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first + p.chunk_tiles)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    range[0] = a;
+    range[1] = lo;
+  }
+  __syncthreads();
+  const int a = range[0], count = range[1] - range[0];
+  if (count == 0 && !p.first_chunk) return;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) tiles[i] = list[a + i];
+  __syncthreads();
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
+    int tile = tiles[step >> 1], half = step & 1;
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
+    load_kmajor<kTileRows, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
+                      half * 64,
+                  p.grad_stride, kTileRows, 64},
+        Cta::load_thread());
+    load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
+                                             Cta::load_thread());
+  };
+  // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and the weights'
+  // 64 x 256 tile (four panels), from the segment's rows or, with an order, from the staged rows
+  // (at the step's columns of G: the chunk's tiles in visiting order).
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int tile = tiles[step >> 1], half = step & 1;
+    const int si = tile_segment(L, tile);
+    const CeSegment& S = L.seg[si];
+    tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
+    const int gx = (tile - p.chunk_first) * kTileIds + half * 64;
+#pragma unroll
+    for (int j = 0; j < kTileRows / 64; ++j)
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, gx, rt * kTileRows + 64 * j, full);
+    const u32 b_tile = a_tile + Cta::kAElems * 2;
+    const bool staged = S.order != nullptr;
+    const tjk::TmaDescriptor* b_map = staged ? &maps.staged : &maps.weight[si];
+    const int b_row = staged ? gx : (tile - S.first_tile) * kTileIds + half * 64;
+#pragma unroll
+    for (int j = 0; j < Cta::kN / 64; ++j)
+      tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
+  };
+  typename Cta::Acc acc;
+  if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                            acc, load_boxes))
+    return;  // a loading warpgroup: done
+  // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
+  // new region (see linear_ce_grad).
+  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)
+    if (!__syncthreads_or(1)) return;
+
+  const float smooth = p.uniform;
+#pragma unroll
+  for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int k = rt * kTileRows + acc_row<Cta>(mi, h);
+      if (k >= R.n_kept) continue;
+      float* dst = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
+      float gs = p.weight_colsum && p.first_chunk ? -p.row_grad[k] * smooth : 0.f;
+      // The row's target entry, when it is a sparse correction: dE_k += t_k C[target].
+      const bool corrected = p.first_chunk && p.target_grad && target_is_correction(p, k);
+      const u16* ct = corrected ? slot_weight_row(L, p.target_slot[k]) : nullptr;
+      const float tg = corrected ? p.target_grad[k] : 0.f;
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        int d = d0 + acc_col<Cta>(ni);
+        if (d >= R.dim) continue;
+        float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+        if (gs != 0.f) {
+          v.x += gs * p.weight_colsum[d];
+          v.y += gs * p.weight_colsum[d + 1];
+        }
+        if (ct) {
+          v.x += tg * to_float<kF16>(ct[d]);
+          v.y += tg * to_float<kF16>(ct[d + 1]);
+        }
+        float2* o = reinterpret_cast<float2*>(dst + d);
+        if (!p.first_chunk) {
+          float2 old = *o;
+          v.x += old.x;
+          v.y += old.y;
+        }
+        *o = v;
+      }
+    }
+}
+
+// Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
+// corrections).
+template <bool kF16, bool kSm90Loop = false>
+__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeProductMaps& maps) {
+  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int ct = blockIdx.x, tile = p.chunk_first + ct, d0 = blockIdx.y * Cta::kN;
+  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  const int lbase = (tile - S.first_tile) * kTileIds;
+  const int* list = p.col_list + (long long)tile * p.num_row_tiles;
+  const int count = p.col_count[tile];
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
+    int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+    load_mnmajor<kTileIds, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds},
+        Cta::load_thread());
+    load_mnmajor<Cta::kN, Cta::kLoadThreads>(
+        b_tile,
+        CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
+                  R.dim - d0},
+        Cta::load_thread());
+  };
+  // The Hopper loop's TMA boxes of a step: G^T's two 64-column panels and E's four.
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+    tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
+#pragma unroll
+    for (int j = 0; j < kTileIds / 64; ++j)
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, ct * kTileIds + 64 * j, k0, full);
+    const u32 b_tile = a_tile + Cta::kAElems * 2;
+#pragma unroll
+    for (int j = 0; j < Cta::kN / 64; ++j)
+      tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.hidden, d0 + 64 * j, k0, full);
+  };
+  typename Cta::Acc acc;
+  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+                                             acc, load_boxes))
+    return;  // a loading warpgroup: done
+  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
+    if (!__syncthreads_or(1)) return;
+
+  // 16-bit dC with target corrections: the tile goes through shared memory in f32 (the ring has
+  // drained), its corrections are added there, and each entry is rounded once on the way out.
+  const bool staged = S.d_weight_16 && p.target_grad;
+  constexpr int kStagedStride = Cta::kN + 8;  // floats; + 8: the fragments' rows spread on banks
+  static_assert(kTileIds * kStagedStride * 4 <= Cta::kSmemBytes, "staged dC tile fits the ring");
+  float* staged_tile = reinterpret_cast<float*>(smem);
+  if (staged) compute_threads_sync<Cta>();  // every computing thread is past the ring
+
+  const float smooth = p.weight_colsum ? -p.uniform : 0.f;
+#pragma unroll
+  for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int pos = lbase + acc_row<Cta>(mi, h);
+      if (pos >= S.size) continue;
+      const long long row = (long long)seg_row(S, pos) * S.d_weight_stride;
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        int d = d0 + acc_col<Cta>(ni);
+        if (d >= R.dim) continue;
+        float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+        if (smooth != 0.f) {
+          v.x += smooth * p.hidden_wsum[d];
+          v.y += smooth * p.hidden_wsum[d + 1];
+        }
+        if (staged)
+          *reinterpret_cast<float2*>(staged_tile + acc_row<Cta>(mi, h) * kStagedStride +
+                                     acc_col<Cta>(ni)) = v;
+        else if (S.d_weight_16)
+          *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) + row + d) = pack2<kF16>(v.x, v.y);
+        else
+          *reinterpret_cast<float2*>(static_cast<float*>(S.d_weight) + row + d) = v;
+      }
+    }
+  if (!p.target_grad) return;
+  if (!staged) {
+    float* d_weight = static_cast<float*>(S.d_weight);
+    add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
+      d_weight[(long long)seg_row(S, lbase + at) * S.d_weight_stride + d] += v;
+    });
+    return;
+  }
+  add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
+    staged_tile[at * kStagedStride + d - d0] += v;
+  });
+  compute_threads_sync<Cta>();
+  // Out in E's dtype, two columns per thread and step, rows whole.
+  constexpr int kPairs = Cta::kN / 2;
+  const int rows = min(kTileIds, S.size - lbase), pairs = min(Cta::kN, R.dim - d0) / 2;
+  for (int i = threadIdx.x; i < rows * kPairs; i += Cta::kComputeThreads) {
+    const int r = i / kPairs, c = i % kPairs;
+    if (c >= pairs) continue;
+    const float2 v = *reinterpret_cast<const float2*>(staged_tile + r * kStagedStride + 2 * c);
+    *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
+                            (long long)seg_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
+        pack2<kF16>(v.x, v.y);
+  }
+}
+
+// One thread per position of the chunk: dbias = column sum of G over visited row tiles (in
+// order), plus the smoothing and target corrections.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
+  const CeLayout& L = p.layout;
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.chunk_tiles * kTileIds) return;
+  int tile = p.chunk_first + c / kTileIds;
+  const CeSegment& S = L.seg[tile_segment(L, tile)];
+  int pos = (tile - S.first_tile) * kTileIds + c % kTileIds;
+  if (!S.d_bias || pos >= S.size) return;
+  const int* list = p.col_list + (long long)tile * p.num_row_tiles;
+  int count = p.col_count[tile];
+  float acc = 0.f;
+  for (int i = 0; i < count; ++i) {
+    const u16* g = p.grad + (long long)list[i] * kTileRows * p.grad_stride + c;
+    for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * p.grad_stride]);
+  }
+  if (p.weight_colsum) acc -= p.uniform * p.grad_sum[0];
+  if (p.target_grad) acc += target_bias_correction(p, tile * kTileIds + c % kTileIds);
+  S.d_bias[seg_row(S, pos)] = acc;
+}
+
+#ifndef __CUDACC_RTC__
+// nvcc builds launch the kernels directly (see linear_ce_common.cuh).
+template <bool kF16, bool kSm90Loop = false>
+__global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
+    linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p,
+                             const __grid_constant__ CeProductMaps maps) {
+  linear_ce_dhidden<kF16, kSm90Loop>(p, maps);
+}
+template <bool kF16, bool kSm90Loop = false>
+__global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
+    linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p,
+                             const __grid_constant__ CeProductMaps maps) {
+  linear_ce_dweight<kF16, kSm90Loop>(p, maps);
+}
+template <bool kF16>
+__global__ void linear_ce_dbias_kernel(const __grid_constant__ CeBwdParams p) {
+  linear_ce_dbias<kF16>(p);
+}
+#endif
+
+}  // namespace tilejit_ce
