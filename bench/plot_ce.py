@@ -6,8 +6,9 @@ the ratios against torch.compile.
   python3 bench/plot_ce.py CE_BENCH.jsonl TORCH_CE_PEERS.json OUT.png [--data zipf]
 
 The peers' file may be missing (only tilejit is drawn). Memory: the peers count everything above
-their inputs, gradients included (bf16); tilejit's bar is the same measure (its f32 gradient
-outputs included), the hatched part being those outputs.
+their inputs, gradients included (bf16); tilejit's bar is the same measure (its gradient outputs
+included: dE in f32, dC in f32 or, with the bench's --weight-grad bf16, in bf16), the hatched
+part being those outputs.
 """
 import argparse, json, os, sys
 
@@ -109,7 +110,8 @@ def plot(table, errors, data, out):
                 ax_gb.bar(x, outputs, width, bottom=gb - outputs, color=color, alpha=0.45,
                           hatch="//", edgecolor="white")
     for ax, title in [(ax_ms, "forward + backward (ms)"),
-                      (ax_gb, "extra device memory, fwd+bwd (GB; hatched: tilejit's f32 dE, dC)")]:
+                      (ax_gb, "extra device memory, fwd+bwd "
+                               "(GB; hatched: tilejit's gradient outputs)")]:
         ax.set_xticks(range(len(shapes)))
         ax.set_xticklabels(shapes, rotation=20, ha="right", fontsize=8)
         ax.set_title(title, fontsize=10)
