@@ -105,6 +105,7 @@ struct Settings {
   int iters = 10;
   int refresh_every = 8;
   bool weight_grad_16 = false;  // --weight-grad bf16: dC outputs in E's dtype (else f32)
+  int64_t grad_buffer_mb = 0;   // --grad-buffer-mb N: LinearCeOptions::grad_buffer_bytes
   bool selected(const std::vector<std::string>& list, std::string_view name) const {
     return std::find(list.begin(), list.end(), name) != list.end();
   }
@@ -250,6 +251,7 @@ LinearCeOptions mode_options(Mode mode, const Settings& settings) {
     o.vocab_ordering = VocabOrdering::State;
     o.vocab_order = VocabOrder::by_average_logit(settings.refresh_every);
   }
+  if (settings.grad_buffer_mb > 0) o.grad_buffer_bytes = settings.grad_buffer_mb << 20;
   return o;
 }
 
@@ -380,10 +382,11 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   j.add("fwd_mem_mb", m.fwd_mb).add("fwd_bwd_mem_mb", m.fwd_bwd_mb);
   j.add("fwd_saved_mb", m.saved_mb).add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
   j.add("weight_grad_dtype", settings.weight_grad_16 ? "bf16" : "f32");
+  j.add("grad_buffer_mb", double(calls.options.grad_buffer_bytes) / (1 << 20));
   j.add("mem_method", DeviceMemoryProbe::method());
   j.add("timing",
         "median of per-call CUDA event times on the default stream after 2 warm-up "
-        "steps; dE, dC given by the caller (f32)");
+        "steps; dE (f32) and dC (weight_grad_dtype) given by the caller");
   if (const auto& order = calls.options.vocab_order) {
     VocabOrder::Stats st = order->stats();
     j.add("order_refresh_every", int64_t(settings.refresh_every));
@@ -465,9 +468,10 @@ std::vector<std::string> split_list(const std::string& text) {
 constexpr const char* kUsage =
     "usage: linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes NAME,...]\n"
     "                           [--modes exact,filtered,state] [--iters N] [--refresh-every K]\n"
-    "                           [--weight-grad f32|bf16]\n"
+    "                           [--weight-grad f32|bf16] [--grad-buffer-mb N]\n"
     "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n"
-    "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n";
+    "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n"
+    "  --grad-buffer-mb: the backward's G staging buffer (default: the library's, 512)\n";
 
 // Settings from the command line; nullopt (after a message) on a bad one.
 std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
@@ -490,7 +494,7 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
       continue;
     }
     if (a != "--kinds" && a != "--shapes" && a != "--modes" && a != "--iters" &&
-        a != "--refresh-every" && a != "--weight-grad") {
+        a != "--refresh-every" && a != "--weight-grad" && a != "--grad-buffer-mb") {
       fmt::print(stderr, "linear_ce_gpu_bench: unknown argument '{}'\n{}", a, kUsage);
       return std::nullopt;
     }
@@ -505,7 +509,7 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
     if (a == "--kinds") kinds = split_list(*v);
     if (a == "--shapes") shape_list = split_list(*v);
     if (a == "--modes") modes = split_list(*v);
-    if (a == "--iters" || a == "--refresh-every") {
+    if (a == "--iters" || a == "--refresh-every" || a == "--grad-buffer-mb") {
       int n = std::atoi(v->c_str());
       if (n < 1) {
         fmt::print(stderr, "linear_ce_gpu_bench: {} must be a positive integer, got '{}'\n", a, *v);
@@ -513,8 +517,10 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
       }
       if (a == "--iters")
         iters = n;
-      else
+      else if (a == "--refresh-every")
         s.refresh_every = n;
+      else
+        s.grad_buffer_mb = n;
     }
   }
   s.iters = iters.value_or(quick ? 3 : 10);
