@@ -23,9 +23,9 @@
 #include "runtime/LinearCeParams.h"
 #include "runtime/LinearCeState.h"
 #include "runtime/LinearCeTma.h"
-#include "runtime/TensorMapEncode.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/Module.h"
+#include "runtime/TensorMapEncode.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
