@@ -8,8 +8,10 @@ says the terms (logit mod, label smoothing, z-loss, KL) and the reduction.
 
 Host memory runs on the CPU backend (f32, bf16 or f16). CUDA memory runs the GPU kernels (bf16
 or f16, D a multiple of 8; int64 targets are converted to int32); the forward synchronises its
-stream once (the kept-row count sizes the backward's grids) and the gradients come back as
-float32 from the library, converted to the inputs' dtypes by autograd.
+stream once (the kept-row count sizes the backward's grids) and the gradients come back from
+the library with d_e and the biases' gradients in float32, the weights' in their own 16-bit
+dtype (the float32 result rounded once to nearest even, as a cast would: half the memory of
+float32 ones); autograd converts the rest to the inputs' dtypes.
 """
 
 from __future__ import annotations
@@ -112,17 +114,19 @@ class LinearCrossEntropyForward:
 
         grad_loss: dL/dloss, a number or one-element array for reductions mean and sum, an [N]
         array for none (None: 1 everywhere). On the host the gradients take the inputs' dtypes;
-        on the GPU they are float32. A weight or bias bound by name in ``buffers`` rather than
-        passed in ``segments`` gets its gradient too (the library computes every segment's)."""
+        on the GPU d_e and the biases' are float32 and the weights' take the weights' dtype. A
+        weight or bias bound by name in ``buffers`` rather than passed in ``segments`` gets its
+        gradient too (the library computes every segment's)."""
         p = self.placement
         e_grad = self._grad_loss(grad_loss)
-        grad_dtype = "float32" if p.on_gpu else None  # the GPU kernels write f32
+        grad_dtype = "float32" if p.on_gpu else None  # the GPU kernels write f32 dE and dbias
         d_e, e_de = p.output_like(self._hidden.source, "d_hidden", grad_dtype)
         grads: List[Tuple[Any, Optional[Any]]] = []
         exported: List[Tuple[Exported, Optional[Exported]]] = []
         for i, segment in enumerate(self._layout):
             weight, bias = self._segment_sources(i, segment)
-            dw, e_dw = p.output_like(weight, f"d_segments[{i}].weight", grad_dtype)
+            # dC in the weights' (= E's) 16-bit dtype on the GPU: rounded once by the kernels
+            dw, e_dw = p.output_like(weight, f"d_segments[{i}].weight", None)
             db, e_db = (p.output_like(bias, f"d_segments[{i}].bias", grad_dtype)
                         if bias is not None else (None, None))
             grads.append((dw, db))
