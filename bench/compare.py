@@ -514,8 +514,9 @@ def main() -> int:
     elif device == "cuda":
         # The backward is timed on a retained graph (fwd_bwd_ms), which compiled backwards with
         # donated buffers refuse.
-        import torch._functorch.config
-        torch._functorch.config.donated_buffer = False
+        # (imported by name: a bare `import torch....` here would make `torch` local to main)
+        from torch._functorch import config as functorch_config
+        functorch_config.donated_buffer = False
         compiled_flex = torch.compile(flex_attention)
     else:
         compiled_flex = flex_attention  # the smoke run: eager, to exercise the comparison
