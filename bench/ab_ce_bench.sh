@@ -6,6 +6,7 @@
 # name, this tree's is "head".
 #   bench/ab_ce_bench.sh OUTDIR TREE... [-- linear_ce_gpu_bench arguments]
 #   (default arguments: --kinds zipf --shapes gemma2_2b,llama3_8b --modes exact,state --iters 5)
+#   env: AB_ROUNDS (default 2): runs of every side, in alternating order
 set -uo pipefail
 usage="usage: bench/ab_ce_bench.sh OUTDIR TREE... [-- bench arguments]"
 out=${1:?$usage}
@@ -35,31 +36,54 @@ for i in "${!trees[@]}"; do
   build "${names[$i]}" "${trees[$i]}" &
 done
 wait
-for side in "${names[@]}"; do
-  bin="$out/$side/build/bench/linear_ce_gpu_bench"
-  if [ -x "$bin" ]; then  # a fresh kernel cache per side: the trees' kernels differ
-    TILEJIT_CACHE_DIR="$out/$side/cache" "$bin" "${args[@]}" >"$out/$side/ce_bench.jsonl" \
-      2>"$out/$side/ce_bench.err"
-    echo "$side: rc=$?"
-  else
-    echo "$side: build failed"; tail -5 "$out/$side/build.log"
+# Rounds in alternating order (A B C, then C B A, ...), so a drift in the GPU's state over the
+# run (clocks, temperature) falls on every side alike; a side's cell is the mean over rounds.
+rounds=${AB_ROUNDS:-2}
+for ((round = 0; round < rounds; ++round)); do
+  order=("${names[@]}")
+  if ((round % 2)); then
+    order=()
+    for ((i = ${#names[@]} - 1; i >= 0; --i)); do order+=("${names[$i]}"); done
   fi
+  for side in "${order[@]}"; do
+    bin="$out/$side/build/bench/linear_ce_gpu_bench"
+    if [ -x "$bin" ]; then  # a kernel cache per side: the trees' kernels differ
+      TILEJIT_CACHE_DIR="$out/$side/cache" "$bin" "${args[@]}" \
+        >"$out/$side/ce_bench.r$round.jsonl" 2>"$out/$side/ce_bench.r$round.err"
+      echo "$side round $round: rc=$?"
+    else
+      echo "$side: build failed"; tail -5 "$out/$side/build.log"
+    fi
+  done
 done
-python3 - "$out" "${names[@]}" <<'PY'
+python3 - "$out" "$rounds" "${names[@]}" <<'PY'
 import json, sys
-out, names = sys.argv[1], sys.argv[2:]
-def rows(path):
-    try:
-        return {(r["shape"], r["data"], r["mode"]): r for r in map(json.loads, open(path))}
-    except OSError:
-        return {}
-sides = [rows(f"{out}/{n}/ce_bench.jsonl") for n in names]
-print(f'{"fwd / fwd+bwd ms":28s} ' + " ".join(f"{n[:17]:>17s}" for n in names))
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def rows(name):
+    by_key = {}
+    for r in range(rounds):
+        try:
+            for row in map(json.loads, open(f"{out}/{name}/ce_bench.r{r}.jsonl")):
+                by_key.setdefault((row["shape"], row["data"], row["mode"]), []).append(row)
+        except OSError:
+            pass
+    return by_key
+def mean(v):
+    return sum(v) / len(v)
+sides = [rows(n) for n in names]
+print(f"mean of {rounds} rounds, ± max - min over the rounds")
+print(f'{"fwd / fwd+bwd ms":28s} ' + " ".join(f"{n[:27]:>27s}" for n in names))
 for key in sorted(set().union(*sides)):
     cells = []
     for side in sides:
-        r = side.get(key)
-        cells.append("missing" if r is None else "error" if "error" in r else
-                     f'{r["fwd_ms"]:6.2f} / {r["fwd_bwd_ms"]:7.2f}')
-    print(f'{" ".join(key):28s} ' + " ".join(f"{c:>17s}" for c in cells))
+        rs = side.get(key)
+        if not rs:
+            cells.append("missing")
+        elif any("error" in r for r in rs):
+            cells.append("error")
+        else:
+            f, fb = [r["fwd_ms"] for r in rs], [r["fwd_bwd_ms"] for r in rs]
+            cells.append(f'{mean(f):6.2f}±{max(f) - min(f):3.1f} / '
+                         f'{mean(fb):7.2f}±{max(fb) - min(fb):3.1f}')
+    print(f'{" ".join(key):28s} ' + " ".join(f"{c:>27s}" for c in cells))
 PY
