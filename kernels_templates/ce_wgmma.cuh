@@ -237,12 +237,19 @@ struct NoTmaLoad {
 // position in the tile are counted, not divided. Registers: setmaxnreg 56 for the loaders (a
 // gathered tile's rows stay in registers: 40 spilled), 224 for the compute threads
 // (56 * 128 + 224 * 256 = 168 * 384, what the launch allocated).
+//
+// tma_only (uniform over the CTA): load_tma brings every step's operands and `load` has nothing
+// to copy. Then only the first loading thread runs the loop (full[s] waits for its one arrival);
+// the other 127 leave at once, rather than waiting on every stage and arriving on it, which
+// takes issue slots from the computing warps on every step (run 5, sixth session: a loader's
+// per-step work costs the forward up to 11%).
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone,
           class LoadTma = NoTmaLoad>
 __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
                                                   Load load, TileDone tile_done,
                                                   typename Cta::Acc& acc,
-                                                  LoadTma load_tma = LoadTma()) {
+                                                  LoadTma load_tma = LoadTma(),
+                                                  bool tma_only = false) {
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
@@ -250,7 +257,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      tjk::mbar_init(full0 + 8 * s, Cta::kLoadThreads + 1);
+      tjk::mbar_init(full0 + 8 * s, tma_only ? 1 : Cta::kLoadThreads + 1);
       tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
     }
     tjk::mbar_init_fence();
@@ -258,13 +265,16 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   __syncthreads();
   if (threadIdx.x >= Cta::kComputeThreads) {
     tjk::setmaxnreg_dec<56>();
+    if (tma_only && Cta::load_thread() != 0) return false;
     int s = 0, pass = 0;
     for (int step = 0; step < steps; ++step) {
       if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
       u16* st = smem + s * Cta::kStageElems;
       if (Cta::load_thread() == 0) load_tma(smem_addr(st), full0 + 8 * s, step);
-      load(st, st + Cta::kAElems, step);
-      tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
+      if (!tma_only) {
+        load(st, st + Cta::kAElems, step);
+        tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
+      }
       if (++s == S) s = 0, ++pass;
     }
     tjk::cp_async_wait_all();
@@ -314,10 +324,11 @@ template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class 
           class LoadTma = NoTmaLoad>
 __device__ __forceinline__ bool ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
                                              TileDone tile_done, typename Cta::Acc& acc,
-                                             LoadTma load_tma = LoadTma()) {
+                                             LoadTma load_tma = LoadTma(),
+                                             bool tma_only = false) {
   if constexpr (Cta::kWarpSpecialized) {
     return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load,
-                                                            tile_done, acc, load_tma);
+                                                            tile_done, acc, load_tma, tma_only);
   } else if constexpr (Cta::kWgmma) {
     gemm_loop_sm90<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done,
                                                   acc);

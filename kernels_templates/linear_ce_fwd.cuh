@@ -295,10 +295,15 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
                        (tile - S.first_tile) * kTileIds, full);
   };
 
+  // Every segment's weight tiles as TMA boxes: the Hopper loop's other loading threads have
+  // nothing to copy.
+  bool all_boxes = true;
+  for (int si = 0; si < L.num_segments; ++si) all_boxes = all_boxes && weight_box(si);
+
   typename Cta::Acc acc;
   int steps = t_end > t_begin ? (t_end - t_begin) * ksteps : 0;
   if (!ce_gemm_loop<Cta, kF16, true, true>(smem, steps, ksteps, load, tile_done, acc,
-                                           load_boxes))
+                                           load_boxes, all_boxes))
     return;  // a loading warpgroup (CeWsCta): done
 
   // Row partials: across the 4 lanes of a quad, then across the column warps (the loop has

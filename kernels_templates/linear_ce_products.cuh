@@ -231,7 +231,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   };
   typename Cta::Acc acc;
   if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                            acc, load_boxes))
+                                            acc, load_boxes, /*tma_only=*/true))
     return;  // a loading warpgroup: done
   // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
   // new region (see linear_ce_grad).
@@ -316,7 +316,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   };
   typename Cta::Acc acc;
   if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                             acc, load_boxes))
+                                             acc, load_boxes, /*tma_only=*/true))
     return;  // a loading warpgroup: done
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;
