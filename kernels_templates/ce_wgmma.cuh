@@ -285,7 +285,8 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   int held = -1;               // the stage of step - 1, still to be released
   for (int step = 0; step < steps; ++step) {
     tjk::mbar_wait(full0 + 8 * s, pass & 1);
-    tjk::fence_proxy_async_shared();
+    // Copies through the generic proxy need the fence before wgmma reads them; TMA's don't.
+    if (!tma_only) tjk::fence_proxy_async_shared();
     const u32 cur = smem_base + s * (Cta::kStageElems * 2);
     pin_acc(acc);
     tjk::wgmma_fence();
