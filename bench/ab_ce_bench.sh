@@ -7,6 +7,10 @@
 #   bench/ab_ce_bench.sh OUTDIR TREE... [-- linear_ce_gpu_bench arguments]
 #   (default arguments: --kinds zipf --shapes gemma2_2b,llama3_8b --modes exact,state --iters 5)
 #   env: AB_ROUNDS (default 2): runs of every side, in alternating order
+#        AB_NCU (default 0): 1 also times every side's kernels under ncu (its fixed clocks, so
+#          free of the GPU's drift; the speed-of-light section only, ~25 s a side) on one run of
+#          AB_NCU_ARGS (default --kinds zipf --shapes gemma2_2b --modes exact --iters 1); a table
+#          of milliseconds per kernel (name without its hash, grid) and side
 set -uo pipefail
 usage="usage: bench/ab_ce_bench.sh OUTDIR TREE... [-- bench arguments]"
 out=${1:?$usage}
@@ -86,4 +90,42 @@ for key in sorted(set().union(*sides)):
             cells.append(f'{mean(f):6.2f}±{max(f) - min(f):3.1f} / '
                          f'{mean(fb):7.2f}±{max(fb) - min(fb):3.1f}')
     print(f'{" ".join(key):28s} ' + " ".join(f"{c:>27s}" for c in cells))
+PY
+[ "${AB_NCU:-0}" = 1 ] || exit 0
+read -ra ncu_args <<<"${AB_NCU_ARGS:---kinds zipf --shapes gemma2_2b --modes exact --iters 1}"
+for side in "${names[@]}"; do
+  bin="$out/$side/build/bench/linear_ce_gpu_bench"
+  [ -x "$bin" ] || continue
+  TILEJIT_CACHE_DIR="$out/$side/cache" timeout 90 ncu --section SpeedOfLight \
+    -k regex:tj_linear_ce_ --launch-count 60 "$bin" "${ncu_args[@]}" >"$out/$side/ncu.log" 2>&1
+  echo "$side ncu: rc=$?"
+done
+python3 - "$out" "${names[@]}" <<'PY'
+import re, sys
+out, names = sys.argv[1], sys.argv[2:]
+scale = {"ns": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
+def kernels(name):
+    ms, kernel = {}, None
+    try:
+        lines = open(f"{out}/{name}/ncu.log")
+    except OSError:
+        return ms
+    for line in lines:
+        m = re.match(r"^  (tj_\S+) \(([^)]*)\)x", line)
+        if m:
+            kernel = re.sub(r"_[0-9a-f]{16}$", "", m.group(1)) + f" ({m.group(2)})"
+            continue
+        m = re.match(r"^\s+Duration\s+(\S+)\s+([\d.,]+)", line)
+        if m and kernel:
+            t = ms.setdefault(kernel, [0, 0.0])
+            t[0] += 1
+            t[1] += float(m.group(2).replace(",", "")) * scale.get(m.group(1), float("nan"))
+            kernel = None
+    return ms
+sides = [kernels(n) for n in names]
+print("ncu (fixed clocks): launches x, total ms")
+print(f'{"kernel (grid)":52s} ' + " ".join(f"{n[:14]:>14s}" for n in names))
+for k in sorted(set().union(*sides)):
+    cells = [f"{s[k][0]:2d}x {s[k][1]:8.3f}" if k in s else "-" for s in sides]
+    print(f"{k[:52]:52s} " + " ".join(f"{c:>14s}" for c in cells))
 PY
