@@ -187,7 +187,9 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
 #pragma unroll
       for (int q = 0; q < kParts; ++q) tmax[r][q] = neg_inf();
     }
-    auto logits = [&](bool partial) {  // inlined twice: partial is a constant in each
+    // Inlined four times: partial and with_bias are constants in each (a tile without a bias
+    // adds nothing to its logits). The row's maximum is its parts' maximum, taken after the loop.
+    auto logits = [&](bool partial, bool with_bias) {
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni)
 #pragma unroll
@@ -196,17 +198,20 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
           const bool col_ok = !partial || c < cols_in;
           const int pos = col0 + c;
           const int wrow = col_ok && order ? order[pos] : pos, id = seg_begin + wrow;
-          const float b = col_ok && bias ? to_float<kF16>(bias[wrow]) : 0.f;
+          const float b = col_ok && with_bias ? to_float<kF16>(bias[wrow]) : 0.f;
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
             float& a = acc[r >> 1][ni][(r & 1) * 2 + e];
-            const float mod = at[r].mod(a + b, id);
+            const float mod = at[r].mod(with_bias ? a + b : a, id);
             const float v = col_ok ? mod : neg_inf();
             tmax[r][ni / kNIPart] = fmaxf(tmax[r][ni / kNIPart], v);
-            zmax[r] = fmaxf(zmax[r], v);
             a = v;
           }
         }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int q = 0; q < kParts; ++q) zmax[r] = fmaxf(zmax[r], tmax[r][q]);
     };
     // The target of each row: its column relative to col0 when this thread holds it. Read
     // before the logits overwrite the accumulators.
@@ -231,10 +236,15 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
         }
       }
     }
-    if (cols_in >= 8 * Cta::kNI)
-      logits(false);
+    const bool full = cols_in >= 8 * Cta::kNI;
+    if (full && !bias)
+      logits(false, false);
+    else if (full)
+      logits(false, true);
+    else if (!bias)
+      logits(true, false);
     else
-      logits(true);
+      logits(true, true);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int mi = r >> 1, h = r & 1;
