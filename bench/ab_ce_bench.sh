@@ -67,15 +67,20 @@ def rows(name):
     by_key = {}
     for r in range(rounds):
         try:
-            for row in map(json.loads, open(f"{out}/{name}/ce_bench.r{r}.jsonl")):
-                by_key.setdefault((row["shape"], row["data"], row["mode"]), []).append(row)
+            lines = open(f"{out}/{name}/ce_bench.r{r}.jsonl").readlines()
         except OSError:
-            pass
+            continue
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:  # a round that stopped mid-line
+                continue
+            by_key.setdefault((row["shape"], row["data"], row["mode"]), []).append(row)
     return by_key
 def mean(v):
     return sum(v) / len(v)
 sides = [rows(n) for n in names]
-print(f"mean of {rounds} rounds, ± max - min over the rounds")
+print(f"mean over the rounds (of {rounds}) that gave the row, ± max - min; [n] where fewer")
 print(f'{"fwd / fwd+bwd ms":28s} ' + " ".join(f"{n[:27]:>27s}" for n in names))
 for key in sorted(set().union(*sides)):
     cells = []
@@ -88,7 +93,8 @@ for key in sorted(set().union(*sides)):
         else:
             f, fb = [r["fwd_ms"] for r in rs], [r["fwd_bwd_ms"] for r in rs]
             cells.append(f'{mean(f):6.2f}±{max(f) - min(f):3.1f} / '
-                         f'{mean(fb):7.2f}±{max(fb) - min(fb):3.1f}')
+                         f'{mean(fb):7.2f}±{max(fb) - min(fb):3.1f}'
+                         + (f' [{len(rs)}]' if len(rs) < rounds else ''))
     print(f'{" ".join(key):28s} ' + " ".join(f"{c:>27s}" for c in cells))
 PY
 [ "${AB_NCU:-0}" = 1 ] || exit 0
@@ -96,14 +102,16 @@ read -ra ncu_args <<<"${AB_NCU_ARGS:---kinds zipf --shapes gemma2_2b --modes exa
 for side in "${names[@]}"; do
   bin="$out/$side/build/bench/linear_ce_gpu_bench"
   [ -x "$bin" ] || continue
-  TILEJIT_CACHE_DIR="$out/$side/cache" timeout 90 ncu --section SpeedOfLight \
-    -k regex:tj_linear_ce_ --launch-count 60 "$bin" "${ncu_args[@]}" >"$out/$side/ncu.log" 2>&1
-  echo "$side ncu: rc=$?"
+  TILEJIT_CACHE_DIR="$out/$side/cache" timeout 150 ncu --section SpeedOfLight \
+    -k regex:tj_linear_ce_ --launch-count 200 "$bin" "${ncu_args[@]}" >"$out/$side/ncu.log" 2>&1
+  rc=$?
+  echo "$side ncu: rc=$rc$( ((rc == 124)) && echo ' (timed out: its kernels are cut short)')"
 done
 python3 - "$out" "${names[@]}" <<'PY'
 import re, sys
 out, names = sys.argv[1], sys.argv[2:]
-scale = {"ns": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
+scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
+         "s": 1e3, "second": 1e3}
 def kernels(name):
     ms, kernel = {}, None
     try:

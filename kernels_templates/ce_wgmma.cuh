@@ -215,6 +215,14 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
 struct NoTmaLoad {
   __device__ __forceinline__ void operator()(u32, u32 full, int) const { tjk::mbar_arrive(full); }
 };
+template <class LoadTma>
+struct LoadsByTma {  // whether a loop's load_tma copies anything (tma_only needs it to)
+  static constexpr bool value = true;
+};
+template <>
+struct LoadsByTma<NoTmaLoad> {
+  static constexpr bool value = false;
+};
 
 // gemm_loop_sm90's contract for a CeWsCta (launched with its 384 threads): load(a_tile, b_tile,
 // step) runs on the loading warpgroup (Cta::load_thread() its index among Cta::kLoadThreads),
@@ -266,6 +274,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   __syncthreads();
   if (threadIdx.x >= Cta::kComputeThreads) {
     tjk::setmaxnreg_dec<56>();
+    if (tma_only && !LoadsByTma<LoadTma>::value) __trap();  // no stage would ever be filled
     if (tma_only && Cta::load_thread() != 0) return false;
     int s = 0, pass = 0;
     for (int step = 0; step < steps; ++step) {

@@ -230,6 +230,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
       tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
   };
   typename Cta::Acc acc;
+  // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
   if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                             acc, load_boxes, /*tma_only=*/true))
     return;  // a loading warpgroup: done
@@ -315,6 +316,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
       tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.hidden, d0 + 64 * j, k0, full);
   };
   typename Cta::Acc acc;
+  // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
   if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                              acc, load_boxes, /*tma_only=*/true))
     return;  // a loading warpgroup: done
