@@ -99,6 +99,55 @@ __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, in
   }
 }
 
+// Whether a target correction lands in vocabulary tile `tile` (some row tile holds a target there
+// and does not visit it). Every thread calls it (it synchronises the block).
+__device__ __forceinline__ bool tile_holds_corrections(const CeBwdParams& p, int tile) {
+  bool mine = false;
+  if (p.target_grad)
+    for (int rt = threadIdx.x; rt < p.num_row_tiles; rt += blockDim.x)
+      mine |= p.tile_class[(long long)rt * p.layout.num_tiles + tile] == kTileHoldsTarget;
+  return __syncthreads_or(mine);
+}
+
+// dC of a vocabulary tile that no row tile visits and that holds no target correction: the
+// analytic smoothing term -eps/L sum_r g_r E_r (zero without it) in every row, columns
+// [d0, d0 + n), by all of the block's threads; 16-byte stores when the rows allow them.
+template <bool kF16>
+__device__ __forceinline__ void write_unvisited_dweight_tile(const CeBwdParams& p,
+                                                             const CeSegment& S, int lbase, int d0,
+                                                             int n) {
+  const int rows = min(kTileIds, S.size - lbase), cols = min(n, p.rows.dim - d0);
+  const float smooth = p.weight_colsum ? -p.uniform : 0.f;
+  const int elem_bytes = S.d_weight_16 ? 2 : 4;
+  const bool wide = ((reinterpret_cast<unsigned long long>(S.d_weight) |
+                      (unsigned long long)(S.d_weight_stride * elem_bytes)) & 15) == 0;
+  const int per_store = wide ? 16 / elem_bytes : 2;  // cols is a multiple of 8 (dim is)
+  const int stores = cols / per_store;
+  for (int i = threadIdx.x; i < rows * stores; i += blockDim.x) {
+    const int r = i / stores, d = d0 + (i % stores) * per_store;
+    const long long at = (long long)seg_row(S, lbase + r) * S.d_weight_stride + d;
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      v[e] = smooth != 0.f && e < per_store ? smooth * p.hidden_wsum[d + e] : 0.f;
+    if (S.d_weight_16) {
+      u16* out = static_cast<u16*>(S.d_weight) + at;
+      if (wide)
+        *reinterpret_cast<uint4*>(out) =
+            make_uint4(pack2<kF16>(v[0], v[1]), pack2<kF16>(v[2], v[3]), pack2<kF16>(v[4], v[5]),
+                       pack2<kF16>(v[6], v[7]));
+      else
+        *reinterpret_cast<u32*>(out) = pack2<kF16>(v[0], v[1]);
+    } else {
+      float* out = static_cast<float*>(S.d_weight) + at;
+      if (wide)
+        *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+      else
+        *reinterpret_cast<float2*>(out) = make_float2(v[0], v[1]);
+    }
+  }
+}
+
 // dbias at `slot`: the sum of t_k over rows whose target sits there as a correction, in order.
 __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, int slot) {
   const int tile = slot / kTileIds;
@@ -163,34 +212,15 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];
-  __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int rt = blockIdx.x, d0 = blockIdx.y * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
-  if (threadIdx.x == 0) {  // the chunk's part of the ascending list
-    int n = p.row_count[rt], lo = 0, hi = n;
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (list[mid] < p.chunk_first)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    int a = lo;
-    hi = n;
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (list[mid] < p.chunk_first + p.chunk_tiles)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    range[0] = a;
-    range[1] = lo;
-  }
-  __syncthreads();
-  const int a = range[0], count = range[1] - range[0];
+  // The chunk's part of the ascending list, found by every thread together (one thread halving
+  // it made ~22 dependent loads: ~15 us of a CTA whose chunk holds few of its tiles).
+  const int listed = p.row_count[rt];
+  const int a = block_lower_bound(list, listed, p.chunk_first);
+  const int count = block_lower_bound(list, listed, p.chunk_first + p.chunk_tiles) - a;
   if (count == 0 && !p.first_chunk) return;
   for (int i = threadIdx.x; i < count; i += blockDim.x) tiles[i] = list[a + i];
   __syncthreads();
@@ -289,6 +319,13 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   const int count = p.col_count[tile];
+  // A tile that no row tile visits and no target correction lands in is its smoothing term
+  // alone (or zero): every thread writes it out at once, without the ring (through it, such a
+  // tile cost ~8 us, and the later chunks of a filtered backward are mostly such tiles).
+  if (count == 0 && !tile_holds_corrections(p, tile)) {
+    write_unvisited_dweight_tile<kF16>(p, S, lbase, d0, Cta::kN);
+    return;
+  }
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
