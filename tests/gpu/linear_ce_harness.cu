@@ -254,7 +254,7 @@ struct Runner {
     q.live_ids = layout.live_ids;
     q.label_smoothing = o.label_smoothing;
     q.z_loss = o.z_loss;
-    linear_ce_merge_kernel<<<(P.n_rows + 255) / 256, 256>>>(q);
+    linear_ce_merge_kernel<<<(P.n_rows + kMergeRows - 1) / kMergeRows, kMergeRows * kMergeWarps>>>(q);
     if (o.reduction != kReduceNone)
       linear_ce_reduce_kernel<<<1, 1024>>>(q.row_loss, n_kept, o.reduction, P.loss);
     CK(cudaGetLastError());
