@@ -20,16 +20,30 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes > 0) ptr_ = driver().mem_alloc(bytes);
 }
 
+DeviceBuffer DeviceBuffer::on_stream(size_t bytes, CUstream stream) {
+  DeviceBuffer b;
+  b.bytes_ = bytes;
+  b.stream_ordered_ = true;
+  b.stream_ = stream;
+  if (bytes > 0) b.ptr_ = driver().mem_alloc_async(bytes, stream);
+  return b;
+}
+
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      stream_ordered_(std::exchange(other.stream_ordered_, false)),
+      stream_(std::exchange(other.stream_, nullptr)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     release();
     ptr_ = std::exchange(other.ptr_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
+    stream_ordered_ = std::exchange(other.stream_ordered_, false);
+    stream_ = std::exchange(other.stream_, nullptr);
   }
   return *this;
 }
@@ -37,13 +51,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 void DeviceBuffer::release() noexcept {
   if (!ptr_) return;
   try {
-    driver().mem_free(ptr_);
+    if (stream_ordered_)
+      driver().mem_free_async(ptr_, stream_);
+    else
+      driver().mem_free(ptr_);
   } catch (const Error& e) {
     // A destructor must not throw; a failed free means the context is already broken.
     std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
   }
   ptr_ = 0;
   bytes_ = 0;
+  stream_ordered_ = false;
+  stream_ = nullptr;
 }
 
 void DeviceBuffer::copy_from_host(const void* src, size_t bytes) {

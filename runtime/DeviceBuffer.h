@@ -1,5 +1,8 @@
 // DeviceBuffer: an owned device allocation (cuMemAlloc / cuMemFree), for tests, the demo and
 // tilejit's own scratch space (block-mask runs). Host applications pass their own memory.
+// DeviceBuffer::on_stream: scratch that only work on one stream uses, allocated and freed in that
+// stream's order (cuMemAllocAsync / cuMemFreeAsync): its release waits for nothing on the host
+// (cuMemFree synchronises the device first).
 #pragma once
 
 #include <cuda.h>
@@ -13,6 +16,9 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);  // requires a driver and a current context
+  // Usable by work enqueued on `stream` from now on, and freed on `stream` when destroyed: every
+  // use must be enqueued on `stream` (or ordered before the free by the caller).
+  static DeviceBuffer on_stream(size_t bytes, CUstream stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -44,6 +50,8 @@ class DeviceBuffer {
   void release() noexcept;
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
+  bool stream_ordered_ = false;
+  CUstream stream_ = nullptr;  // stream_ordered_: where it is freed
 };
 
 }  // namespace tilejit

@@ -33,6 +33,8 @@ struct Driver::EntryPoints {
   PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
   PFN_cuMemAlloc_v3020 mem_alloc = nullptr;
   PFN_cuMemFree_v3020 mem_free = nullptr;
+  PFN_cuMemAllocAsync_v11020 mem_alloc_async = nullptr;
+  PFN_cuMemFreeAsync_v11020 mem_free_async = nullptr;
   PFN_cuMemcpyHtoD_v3020 memcpy_htod = nullptr;
   PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
   PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async = nullptr;
@@ -151,6 +153,8 @@ Driver* Driver::create(std::string& reason) {
   need(api->launch_kernel, "cuLaunchKernel", 4000);
   need(api->mem_alloc, "cuMemAlloc", 3020);
   need(api->mem_free, "cuMemFree", 3020);
+  need(api->mem_alloc_async, "cuMemAllocAsync", 11020);
+  need(api->mem_free_async, "cuMemFreeAsync", 11020);
   need(api->memcpy_htod, "cuMemcpyHtoD", 3020);
   need(api->memcpy_dtoh, "cuMemcpyDtoH", 3020);
   need(api->memcpy_htod_async, "cuMemcpyHtoDAsync", 3020);
@@ -324,6 +328,16 @@ CUdeviceptr Driver::mem_alloc(size_t bytes) {
 }
 
 void Driver::mem_free(CUdeviceptr ptr) { check(api_->mem_free(ptr), "cuMemFree"); }
+
+CUdeviceptr Driver::mem_alloc_async(size_t bytes, CUstream stream) {
+  CUdeviceptr ptr = 0;
+  check(api_->mem_alloc_async(&ptr, bytes, stream), "cuMemAllocAsync");
+  return ptr;
+}
+
+void Driver::mem_free_async(CUdeviceptr ptr, CUstream stream) {
+  check(api_->mem_free_async(ptr, stream), "cuMemFreeAsync");
+}
 
 void Driver::memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes) {
   check(api_->memcpy_htod(dst, src, bytes), "cuMemcpyHtoD");

@@ -74,6 +74,12 @@ class Driver {
   // Memory.
   CUdeviceptr mem_alloc(size_t bytes);
   void mem_free(CUdeviceptr ptr);
+  // Stream-ordered (the device's default memory pool): usable by work enqueued on `stream` after
+  // the allocation; the free takes effect once the work enqueued on `stream` before it is done,
+  // and the host does not wait for it. Memory the pool does not keep goes back to the device at
+  // the next synchronisation.
+  CUdeviceptr mem_alloc_async(size_t bytes, CUstream stream);
+  void mem_free_async(CUdeviceptr ptr, CUstream stream);
   void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
   void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);
   // Copies ordered on `stream` (no other stream is waited for). From pageable host memory the

@@ -373,7 +373,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       if (seg.order && options.copy_ordered_weights) {
-        ordered_weights.emplace_back(size_t(seg.size) * size_t(dim) * 2);
+        ordered_weights.push_back(DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
         void* copy = ordered_weights.back().data();
         run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
             {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
@@ -391,10 +391,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
-  if (!ordered_weights.empty()) {  // freed once the kernel is done: nothing later holds them
-    driver->stream_synchronize(stream);
-    ordered_weights.clear();
-  }
+  ordered_weights.clear();  // freed in stream order once the kernel is done; the host waits for nothing
 
   CeMergeParams q;
   q.part_max = p.part_max;

@@ -50,8 +50,8 @@
 //   Gathered rows cost the Hopper kernels more than contiguous ones (the forward ran 30% longer
 // on a Gemma-2 head), so there the forward first copies each ordered segment's weight rows into
 // position order (V_s x D elements of E's dtype, one pass over the weights) and its tiles come by
-// TMA from the copy, which it frees before returning (after synchronizing `stream` once more):
-// it adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
+// TMA from the copy, which it allocates and frees in `stream`'s order (cuMemAllocAsync /
+// cuMemFreeAsync: the host waits for nothing): it adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
 // gathers instead. The backward stages each vocabulary chunk's rows the same way within
 // grad_buffer_bytes.
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
@@ -190,8 +190,9 @@ struct LinearCeGradients {
   // they were visited in the forward's order.
   double surviving_fraction = -1;
   bool vocab_ordered = false;
-  // What the library allocated: outputs the caller did not give, and the backward's scratch
-  // (the kernels may still be running when the call returns). Drop it to free them.
+  // What the library allocated: the outputs the caller did not give (the kernels may still be
+  // running when the call returns). Drop it to free them. (The backward's scratch is freed in
+  // `stream`'s order when the call returns.)
   std::shared_ptr<const void> storage;
 };
 

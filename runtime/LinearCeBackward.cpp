@@ -75,10 +75,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   g.storage = storage;
 
-  // The backward's scratch lives as long as the gradients, so nothing here waits for the GPU.
+  // The backward's scratch, in `stream`'s order: freed when this call returns, once the kernels
+  // enqueued here are done (nothing here waits for the GPU).
   const LinearCeWorkspace& ws = st.ws;
-  storage->buffers.emplace_back(std::max<int64_t>(ws.total_bytes - ws.row_grad.offset, 1));
-  char* scratch = static_cast<char*>(storage->buffers.back().data());
+  const DeviceBuffer scratch_buffer =
+      DeviceBuffer::on_stream(std::max<int64_t>(ws.total_bytes - ws.row_grad.offset, 1), stream);
+  char* scratch = static_cast<char*>(scratch_buffer.data());
   auto bwd = [&](const WorkspaceSlice& s) -> void* {
     return s.bytes ? scratch + (s.offset - ws.row_grad.offset) : nullptr;
   };
