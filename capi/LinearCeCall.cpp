@@ -28,18 +28,19 @@ class DeviceLinearCe final : public LinearCeRun {
   void backward(const TensorView& grad_loss, const LinearCeGradOutputs& outputs,
                 CUstream stream) override {
     LinearCeGradients g = linear_cross_entropy_backward(forward_, grad_loss, stream, outputs);
-    // The previous backward's scratch may still be in use by its stream: wait for that stream
-    // when it is this call's (the usual case), else for the context (it may be gone by now).
-    if (scratch_ && scratch_stream_ == stream) Driver::get()->stream_synchronize(stream);
-    if (scratch_ && scratch_stream_ != stream) Driver::get()->context_synchronize();
-    scratch_ = std::move(g.storage);
-    scratch_stream_ = stream;
+    // What the previous backward allocated (gradients the caller did not pass) may still be in
+    // use by its stream: wait for that stream when it is this call's (the usual case), else for
+    // the context (it may be gone by now). (Its scratch was freed in its stream's order.)
+    if (allocated_ && allocated_stream_ == stream) Driver::get()->stream_synchronize(stream);
+    if (allocated_ && allocated_stream_ != stream) Driver::get()->context_synchronize();
+    allocated_ = std::move(g.storage);
+    allocated_stream_ = stream;
   }
 
  private:
   LinearCeForward forward_;
-  std::shared_ptr<const void> scratch_;  // the last backward's, freed with the state
-  CUstream scratch_stream_ = nullptr;    // where the last backward ran
+  std::shared_ptr<const void> allocated_;  // the last backward's outputs, freed with the state
+  CUstream allocated_stream_ = nullptr;    // where the last backward ran
 };
 
 // ---- CPU -----------------------------------------------------------------------------------

@@ -283,8 +283,9 @@ typedef struct tj_segment_gradients {
 
 /* Gradients into caller-allocated tensors, placed like the forward's: d_hidden like hidden
  * (host: f32, bf16 or f16; device: f32), one tj_segment_gradients per segment. grad_loss is
- * f32: one element (dL/dloss) for reductions mean and sum, [N] for none. On the GPU the state
- * keeps the backward's scratch: destroy it only after `stream` has finished the work. */
+ * f32: one element (dL/dloss) for reductions mean and sum, [N] for none. On the GPU the
+ * backward's kernels read the state's forward workspace: destroy the state only after `stream`
+ * has finished the work. */
 TJ_API tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tensor* grad_loss,
                                        const tj_tensor* d_hidden,
                                        const tj_segment_gradients* segments, int32_t num_segments,

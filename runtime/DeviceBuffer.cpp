@@ -25,7 +25,12 @@ DeviceBuffer DeviceBuffer::on_stream(size_t bytes, CUstream stream) {
   b.bytes_ = bytes;
   b.stream_ordered_ = true;
   b.stream_ = stream;
-  if (bytes > 0) b.ptr_ = driver().mem_alloc_async(bytes, stream);
+  if (bytes == 0) return b;
+  b.ptr_ = driver().mem_alloc_async(bytes, stream);
+  if (!b.ptr_) {  // no memory pools on this device: an ordinary allocation, freed synchronously
+    b.stream_ordered_ = false;
+    b.ptr_ = driver().mem_alloc(bytes);
+  }
   return b;
 }
 

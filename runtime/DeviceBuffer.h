@@ -17,7 +17,9 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);  // requires a driver and a current context
   // Usable by work enqueued on `stream` from now on, and freed on `stream` when destroyed: every
-  // use must be enqueued on `stream` (or ordered before the free by the caller).
+  // use must be enqueued on `stream` (or ordered before the free by the caller). The copy and
+  // fill helpers below are not ordered on `stream`: not for such buffers. On a device without
+  // memory pools: an ordinary allocation (its release waits for the device).
   static DeviceBuffer on_stream(size_t bytes, CUstream stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;

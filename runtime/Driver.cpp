@@ -331,7 +331,9 @@ void Driver::mem_free(CUdeviceptr ptr) { check(api_->mem_free(ptr), "cuMemFree")
 
 CUdeviceptr Driver::mem_alloc_async(size_t bytes, CUstream stream) {
   CUdeviceptr ptr = 0;
-  check(api_->mem_alloc_async(&ptr, bytes, stream), "cuMemAllocAsync");
+  const CUresult r = api_->mem_alloc_async(&ptr, bytes, stream);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) return 0;
+  check(r, "cuMemAllocAsync");
   return ptr;
 }
 

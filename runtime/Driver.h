@@ -77,7 +77,8 @@ class Driver {
   // Stream-ordered (the device's default memory pool): usable by work enqueued on `stream` after
   // the allocation; the free takes effect once the work enqueued on `stream` before it is done,
   // and the host does not wait for it. Memory the pool does not keep goes back to the device at
-  // the next synchronisation.
+  // the next synchronisation. 0 from the allocation: the device has no memory pools
+  // (CUDA_ERROR_NOT_SUPPORTED, e.g. some virtual GPUs); any other failure throws.
   CUdeviceptr mem_alloc_async(size_t bytes, CUstream stream);
   void mem_free_async(CUdeviceptr ptr, CUstream stream);
   void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
