@@ -85,7 +85,7 @@ run_harness() {  # name
   fi
 }
 if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
-  # memcheck (and racecheck on attention) over a representative subset; the cache is warm by now
+  # memcheck, racecheck and synccheck over a representative subset; the cache is warm by now
   san() {  # tool test filter
     local n="$1_$(basename $2)"
     timeout 200 compute-sanitizer --tool $1 --error-exitcode 9 $bdir/tests/$2 \
@@ -96,6 +96,8 @@ if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
   san racecheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
   san memcheck ce/linear_ce_gpu_test "*Gaps*:*ThreeSegments*:*AllRowsIgnored*:*KlSharedWeightsExact*:*KlOwnTeacher*"
   san racecheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*KlSharedWeightsExact*"
+  # barrier misuse in the mbarrier rings (a warp-divergent or mismatched barrier)
+  san synccheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*OrderedByAverageLogit*"
   san memcheck mask/tilejit_classify_gpu_tests "*IndexOnly*"
 fi
 if has soak && [ -x $bdir/tests/codegen/tilejit_dense_mask_gpu_tests ]; then
