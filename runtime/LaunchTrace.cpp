@@ -49,6 +49,28 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Appends an entry whose start event is recorded on `stream` now (and an end event to record
+// later, when `with_end`); returns its index. Tracing is on.
+int record_entry(std::string kind, std::string name, std::string grid, CUstream stream,
+                 bool with_end) {
+  Driver& d = *Driver::get();
+  Trace& t = trace();
+  std::lock_guard lock(t.mu);
+  Entry e{std::move(kind), std::move(name), std::move(grid)};
+  e.start = d.event_create();
+  if (with_end) e.end = d.event_create();
+  d.event_record(e.start, stream);
+  t.entries.push_back(std::move(e));
+  return static_cast<int>(t.entries.size()) - 1;
+}
+
+std::string traced_name(CUfunction function) {
+  Trace& t = trace();
+  std::lock_guard lock(t.mu);
+  auto it = t.names.find(function);
+  return it != t.names.end() ? it->second : fmt::format("{}", static_cast<void*>(function));
+}
+
 }  // namespace
 
 bool launch_trace_enabled() { return trace().on.load(std::memory_order_relaxed); }
@@ -67,20 +89,8 @@ void name_traced_function(CUfunction function, const std::string& name) {
 
 TracedLaunchScope::TracedLaunchScope(CUfunction function, Dim3 grid, CUstream stream)
     : stream_(stream) {
-  if (!launch_trace_enabled()) return;
-  Driver& d = *Driver::get();
-  Trace& t = trace();
-  std::lock_guard lock(t.mu);
-  Entry e;
-  e.kind = "kernel";
-  auto it = t.names.find(function);
-  e.name = it != t.names.end() ? it->second : fmt::format("{}", static_cast<void*>(function));
-  e.grid = to_string(grid);
-  e.start = d.event_create();
-  e.end = d.event_create();
-  d.event_record(e.start, stream);
-  index_ = static_cast<int>(t.entries.size());
-  t.entries.push_back(std::move(e));
+  if (launch_trace_enabled())
+    index_ = record_entry("kernel", traced_name(function), to_string(grid), stream, true);
 }
 
 TracedLaunchScope::~TracedLaunchScope() {
@@ -91,16 +101,7 @@ TracedLaunchScope::~TracedLaunchScope() {
 }
 
 void mark_launch_trace(const std::string& name, CUstream stream) {
-  if (!launch_trace_enabled()) return;
-  Driver& d = *Driver::get();
-  Trace& t = trace();
-  std::lock_guard lock(t.mu);
-  Entry e;
-  e.kind = "marker";
-  e.name = name;
-  e.start = d.event_create();
-  d.event_record(e.start, stream);
-  t.entries.push_back(std::move(e));
+  if (launch_trace_enabled()) record_entry("marker", name, "", stream, false);
 }
 
 void flush_launch_trace() {
