@@ -2,7 +2,7 @@
 # One call on a GPU host: configure, build (LLVM off), run the GPU tests and the kernel
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
 #   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
-#                             [cepeers] [cebench] [cetimes] [sass] [profile]
+#                             [cepeers] [cebench] [cetimes] [timeline] [sass] [profile]
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), TILEJIT_GPU_BUILD (build dir),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10")
@@ -85,7 +85,7 @@ run_harness() {  # name
   fi
 }
 if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
-  # memcheck (and racecheck on attention) over a representative subset; the cache is warm by now
+  # memcheck, racecheck and synccheck over a representative subset; the cache is warm by now
   san() {  # tool test filter
     local n="$1_$(basename $2)"
     timeout 200 compute-sanitizer --tool $1 --error-exitcode 9 $bdir/tests/$2 \
@@ -96,6 +96,8 @@ if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
   san racecheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
   san memcheck ce/linear_ce_gpu_test "*Gaps*:*ThreeSegments*:*AllRowsIgnored*:*KlSharedWeightsExact*:*KlOwnTeacher*"
   san racecheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*KlSharedWeightsExact*"
+  # barrier misuse in the mbarrier rings (a warp-divergent or mismatched barrier)
+  san synccheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*OrderedByAverageLogit*"
   san memcheck mask/tilejit_classify_gpu_tests "*IndexOnly*"
 fi
 if has soak && [ -x $bdir/tests/codegen/tilejit_dense_mask_gpu_tests ]; then
@@ -206,6 +208,21 @@ for r in rows[head + 2:]:
 for name, t in sorted(total.items(), key=lambda kv: -kv[1]):
     print(f"  {name[:48]:48s} n={count[name]:4d} mean {t / count[name]:8.3f} ms  total {t:8.2f} ms")
 PY
+  done
+fi
+# timeline: each timed call of the fused loss traced launch by launch (TILEJIT_LAUNCH_TRACE,
+# runtime/LaunchTrace.h) and the GPU's idle time per call with its largest gaps
+# (bench/launch_gaps.py); env CE_TIMELINE ("shape:mode ..."; default gemma2_2b:state
+# gemma2_2b:exact).
+if has timeline && [ -x $bdir/bench/linear_ce_gpu_bench ]; then
+  for e in ${CE_TIMELINE:-gemma2_2b:state gemma2_2b:exact}; do
+    shape=${e%%:*} mode=${e##*:}
+    rm -f "$out/timeline_$e.jsonl"
+    TILEJIT_LAUNCH_TRACE="$out/timeline_$e.jsonl" TILEJIT_CACHE_DIR=/tmp/tilejit-ce-bench-cache \
+      timeout 150 $bdir/bench/linear_ce_gpu_bench --kinds zipf --shapes "$shape" --modes "$mode" \
+      --iters 3 ${CE_TIMELINE_ARGS:-} >"$out/timeline_$e.log" 2>&1
+    note "timeline $e: rc=$?"
+    python3 bench/launch_gaps.py "$out/timeline_$e.jsonl" 2>&1 | tee -a "$summary"
   done
 fi
 # sass: static instruction counts of the example programs' kernels (bench/sass_stats.sh; env

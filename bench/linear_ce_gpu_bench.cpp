@@ -39,6 +39,7 @@
 #include "dsl/TextForm.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/LaunchTrace.h"
 #include "runtime/LinearCe.h"
 #include "runtime/VocabOrder.h"
 
@@ -182,16 +183,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Milliseconds of each of `reps` calls of `f` on the default stream: events around each call
-// (every loss call synchronizes the stream itself once, so calls never overlap).
+// (every loss call synchronizes the stream itself once, so calls never overlap). With
+// TILEJIT_LAUNCH_TRACE set, each call is also marked in the launch trace ("LABEL i begin/end").
 template <class F>
-std::vector<double> step_ms(F&& f, int reps) {
+std::vector<double> step_ms(F&& f, int reps, const std::string& label) {
   Driver& d = *Driver::get();
   CUevent start = d.event_create(), stop = d.event_create();
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
+    mark_launch_trace(fmt::format("{} {} begin", label, i), nullptr);
     d.event_record(start, nullptr);
     f();
     d.event_record(stop, nullptr);
+    mark_launch_trace(fmt::format("{} {} end", label, i), nullptr);
     d.stream_synchronize(nullptr);
     ms.push_back(d.event_elapsed_ms(start, stop));
   }
@@ -330,9 +334,10 @@ struct Timing {
 };
 
 // The forward alone, then forward + backward into the caller's outputs, `reps` steps each.
-Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, int reps) {
+Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, int reps,
+                  const std::string& label) {
   Timing t;
-  t.fwd_ms = step_ms([&] { calls.forward(); }, reps);
+  t.fwd_ms = step_ms([&] { calls.forward(); }, reps, label + " fwd");
   t.fwd_bwd_ms = step_ms(
       [&] {
         LinearCeForward f = calls.forward();
@@ -340,7 +345,8 @@ Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, int reps) {
         t.surviving = g.surviving_fraction, t.threshold = f.filter_threshold;
         t.ordered = f.vocab_ordered;
       },
-      reps);
+      reps, label + " fwd+bwd");
+  flush_launch_trace();  // (TILEJIT_LAUNCH_TRACE)
   return t;
 }
 
@@ -362,7 +368,8 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   // A reused order gets at least one rebuild period: its median is the steady state.
   const int reps =
       mode == Mode::State ? std::max(settings.iters, settings.refresh_every) : settings.iters;
-  const Timing t = time_steps(calls, outs, reps);
+  const Timing t =
+      time_steps(calls, outs, reps, fmt::format("{} {}", shape.name, mode_name(mode)));
 
   // 2·N·D·V per logit GEMM, as the peers count; a KL term adds the teacher's.
   const double flops = 2.0 * double(shape.rows) * double(shape.dim) * double(prog.live_ids()) *

@@ -178,23 +178,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// The first index of an ascending list[0, n) whose entry is >= x (n when none), found by the
-// whole block: each round reads blockDim.x evenly spaced entries and keeps the gap between the
-// last one below x and the next, so two rounds of loads suffice while n <= blockDim.x^2. Every
-// thread calls it (it synchronises the block) and gets the answer.
-__device__ __forceinline__ int block_lower_bound(const int* list, int n, int x) {
-  int lo = 0, left = n;  // the answer lies in [lo, lo + left]; list[lo - 1] < x
-  while (left > 0) {     // the same on every thread
-    const int stride = (left + blockDim.x - 1) / blockDim.x, i = threadIdx.x * stride;
-    const int below = __syncthreads_count(i < left && list[lo + i] < x);  // a prefix of samples
-    if (below == 0) break;
-    const int skip = (below - 1) * stride + 1;
-    lo += skip;
-    left = min(stride - 1, left - skip);
-  }
-  return lo;
-}
-
 // Exclusive prefix count of `flag` over the block (blockDim.x a multiple of 32, at most 1024),
 // in thread order; *total receives the block's count. Uses `scratch` (33 ints).
 __device__ __forceinline__ int block_exclusive_count(bool flag, int* scratch, int* total) {

@@ -212,15 +212,34 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];
+  __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int rt = blockIdx.x, d0 = blockIdx.y * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
-  // The chunk's part of the ascending list, found by every thread together (one thread halving
-  // it made ~22 dependent loads: ~15 us of a CTA whose chunk holds few of its tiles).
-  const int listed = p.row_count[rt];
-  const int a = block_lower_bound(list, listed, p.chunk_first);
-  const int count = block_lower_bound(list, listed, p.chunk_first + p.chunk_tiles) - a;
+  if (threadIdx.x == 0) {  // the chunk's part of the ascending list
+    int n = p.row_count[rt], lo = 0, hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    int a = lo;
+    hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (list[mid] < p.chunk_first + p.chunk_tiles)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    range[0] = a;
+    range[1] = lo;
+  }
+  __syncthreads();
+  const int a = range[0], count = range[1] - range[0];
   if (count == 0 && !p.first_chunk) return;
   for (int i = threadIdx.x; i < count; i += blockDim.x) tiles[i] = list[a + i];
   __syncthreads();
@@ -320,8 +339,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   const int count = p.col_count[tile];
   // A tile that no row tile visits and no target correction lands in is its smoothing term
-  // alone (or zero): every thread writes it out at once, without the ring (through it, such a
-  // tile cost ~8 us, and the later chunks of a filtered backward are mostly such tiles).
+  // alone (or zero): every thread writes it out at once, without the ring (the later chunks of
+  // a filtered backward are mostly such tiles; dC of a Gemma-2 state step: -3% under ncu).
   if (count == 0 && !tile_holds_corrections(p, tile)) {
     write_unvisited_dweight_tile<kF16>(p, S, lbase, d0, Cta::kN);
     return;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/Driver.h"
+#include "runtime/LaunchTrace.h"
 
 namespace tilejit {
 
@@ -21,6 +22,7 @@ void launch(CUfunction function, Dim3 grid, Dim3 block, size_t shared_bytes, CUs
                      "kernel launch asks for {} bytes of shared memory", shared_bytes);
   Driver* driver = Driver::get();
   TILEJIT_USER_CHECK(driver, "cannot launch a kernel: {}", Driver::unavailable_reason());
+  const TracedLaunchScope traced(function, grid, stream);  // TILEJIT_LAUNCH_TRACE
   driver->launch_kernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                         static_cast<unsigned>(shared_bytes), stream, params);
 }

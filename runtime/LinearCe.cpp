@@ -419,8 +419,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     q.kl.alpha = static_cast<float>(P.kl->alpha);
     q.kl.temperature = static_cast<float>(P.kl->temperature);
   }
-  // 32 rows by 8 warps per block (linear_ce_fwd.cuh kMergeRows, kMergeWarps)
-  run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, 32)}, {256}, 0, stream, q);
+  run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, kCeMergeRows)},
+      {kCeMergeThreads}, 0, stream, q);
   run(K.function(LossModule::Rows, "linear_ce_scatter_rows"), {blocks(n, 256)}, {256}, 0, stream,
       static_cast<const int32_t*>(st->slot()), static_cast<const float*>(q.lse), n, lse);
   run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/Driver.h"
+#include "runtime/LaunchTrace.h"
 
 namespace tilejit {
 
@@ -58,6 +59,7 @@ CUfunction LoadedModule::function(const std::string& entry) {
       fmt::join(entry_points_, ", "));
   CUfunction fn = driver().module_function(module_, entry.c_str());
   functions_.emplace(entry, fn);
+  name_traced_function(fn, entry);
   return fn;
 }
 

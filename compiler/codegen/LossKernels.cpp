@@ -273,6 +273,12 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
         "static_assert(tilejit_ce::kFwdRows == {}, \"the forward's row tile: the TMA box of "
         "runtime/LinearCeTma.h\");\n",
         kCeFwdRows);
+  if (module == LossModule::Rows)
+    s += fmt::format(
+        "static_assert(tilejit_ce::kMergeRows == {} && tilejit_ce::kMergeRows * "
+        "tilejit_ce::kMergeWarps == {}, \"linear_ce_merge: launched as runtime/LinearCe.cpp "
+        "says\");\n",
+        kCeMergeRows, kCeMergeThreads);
   for (auto [cta, threads, smem] : module_ctas(module))
     s += fmt::format(
         "static_assert(tilejit_ce::{0}::kThreads == {1} && tilejit_ce::{0}::kSmemBytes == {2}, "

@@ -73,6 +73,8 @@ inline constexpr size_t kCeFwdMapsBytes = 640;
 inline constexpr size_t kCeProductMapsBytes = 896;
 inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (runtime/LinearCeTma.h)
 inline constexpr size_t kCeMergeParamsBytes = 152;
+// linear_ce_merge's blocks: kCeMergeRows rows x kCeMergeThreads threads (asserted likewise)
+inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 inline constexpr size_t kCeClassifyParamsBytes = 424;
 inline constexpr size_t kCeBwdParamsBytes = 944;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.

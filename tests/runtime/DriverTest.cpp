@@ -2,12 +2,16 @@
 // cache to a launched kernel whose output is checked.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Launch.h"
+#include "runtime/LaunchTrace.h"
 #include "runtime/Module.h"
 #include "tests/runtime/RuntimeTestSupport.h"
 
@@ -109,6 +113,54 @@ TEST_F(DriverGpu, FailingCallRaisesCudaErrorWithNameAndText) {
     EXPECT_NE(what.find("cuModuleLoadData"), std::string::npos) << what;
     EXPECT_NE(what.find("CUDA_ERROR_"), std::string::npos) << what;
   }
+}
+
+// Without TILEJIT_LAUNCH_TRACE nothing is traced, and marking or flushing needs no GPU.
+TEST(LaunchTrace, OffByDefaultAndFreeWithoutAGpu) {
+  ASSERT_EQ(std::getenv("TILEJIT_LAUNCH_TRACE"), nullptr) << "the test expects it unset";
+  EXPECT_FALSE(launch_trace_enabled());
+  mark_launch_trace("nothing", nullptr);
+  flush_launch_trace();
+}
+
+// A traced launch: one line per marker and kernel, the kernel under its entry's name and grid,
+// its GPU interval inside the markers'.
+TEST_F(DriverGpu, LaunchTraceRecordsKernelsAndMarkers) {
+  test::TempDir tmp;
+  KernelCache cache(test::disk_options(tmp.path()));
+  auto module = load_module(*cache.get(test::tiny_kernel_spec("traced launch"), device_arch(0)));
+  CUfunction fn = module->function("tiny_scale");
+  const int n = 256;
+  DeviceBuffer dx(n * sizeof(float)), dy(n * sizeof(float));
+  CUdeviceptr y_ptr = dy.ptr(), x_ptr = dx.ptr();
+  float a = 2.0f;
+  int count = n;
+  void* params[] = {&y_ptr, &x_ptr, &a, &count};
+  const std::string path = (tmp.path() / "trace.jsonl").string();
+  start_launch_trace(path);
+  mark_launch_trace("call 0 begin", nullptr);
+  launch(fn, {2, 1, 1}, {128, 1, 1}, 0, nullptr, params);
+  mark_launch_trace("call 0 end", nullptr);
+  flush_launch_trace();
+  start_launch_trace("");
+  EXPECT_FALSE(launch_trace_enabled());
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("\"kind\": \"marker\", \"name\": \"call 0 begin\""), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("\"kind\": \"kernel\", \"name\": \"tiny_scale\", \"grid\": \"(2, 1, 1)\""),
+            std::string::npos)
+      << lines[1];
+  auto number = [](const std::string& line, const std::string& key) {
+    const size_t at = line.find("\"" + key + "\": ");
+    return at == std::string::npos ? -1.0 : std::stod(line.substr(at + key.size() + 4));
+  };
+  EXPECT_GE(number(lines[1], "start_ms"), number(lines[0], "start_ms"));
+  EXPECT_GE(number(lines[1], "end_ms"), number(lines[1], "start_ms"));
+  EXPECT_LE(number(lines[1], "end_ms"), number(lines[2], "start_ms"));
+  EXPECT_NE(lines[2].find("\"name\": \"call 0 end\""), std::string::npos) << lines[2];
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Where the GPU waited during each timed call of a launch trace (runtime/LaunchTrace.h).
+
+    python3 bench/launch_gaps.py TRACE.jsonl [--min-gap-us 20] [--top 8]
+
+For every "LABEL i begin" / "LABEL i end" marker pair (bench/linear_ce_gpu_bench.cpp marks each
+timed call): the call's GPU wall time, the time some kernel ran (the union of the kernels'
+intervals), the idle rest, and the largest idle gaps with the kernels on either side.
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--min-gap-us", type=float, default=20.0)
+    ap.add_argument("--top", type=int, default=8)
+    a = ap.parse_args()
+    entries = [json.loads(line) for line in open(a.trace) if line.strip()]
+    # Each flush writes times from its own first event: a marker's times are only compared with
+    # the entries of the same flush, which lie between it and the next "begin" of that flush.
+    begin = None
+    calls = []
+    for i, e in enumerate(entries):
+        if e["kind"] != "marker":
+            continue
+        if e["name"].endswith(" begin"):
+            begin = i
+        elif e["name"].endswith(" end") and begin is not None:
+            calls.append((entries[begin]["name"][: -len(" begin")], begin, i))
+            begin = None
+    if not calls:
+        print("no marked calls in", a.trace)
+        return 1
+    print(f"{'call':40s} {'wall ms':>8s} {'busy ms':>8s} {'idle ms':>8s} {'kernels':>7s}  largest gaps (us: before -> after)")
+    for label, b, e in calls:
+        t0, t1 = entries[b]["start_ms"], entries[e]["start_ms"]
+        ks = sorted((k for k in entries[b + 1 : e] if k["kind"] == "kernel"), key=lambda k: k["start_ms"])
+        busy, cursor, gaps, prev = 0.0, t0, [], "(call start)"
+        for k in ks:
+            s, f = max(k["start_ms"], cursor), max(k["end_ms"], cursor)
+            if k["start_ms"] > cursor:
+                gaps.append((k["start_ms"] - cursor, prev, k["name"]))
+            busy += f - s
+            cursor = max(cursor, k["end_ms"])
+            prev = k["name"]
+        if t1 > cursor:
+            gaps.append((t1 - cursor, prev, "(call end)"))
+        gaps = sorted((g for g in gaps if g[0] * 1e3 >= a.min_gap_us), reverse=True)[: a.top]
+        short = lambda n: n.replace("tj_linear_ce_", "").split("_bf16")[0].split("_f16")[0]
+        desc = ", ".join(f"{g[0] * 1e3:.0f}: {short(g[1])} -> {short(g[2])}" for g in gaps)
+        print(f"{label:40s} {t1 - t0:8.2f} {busy:8.2f} {t1 - t0 - busy:8.2f} {len(ks):7d}  {desc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
