@@ -1,7 +1,8 @@
 // Device memory in use around a piece of work, measured with cuMemGetInfo (resolved from libcuda
 // at run time, like runtime/Driver.h, which does not expose it). The library allocates with
-// cuMemAlloc and frees on return, with no caching allocator in between, so free memory seen by
-// the driver is what it holds; a second thread samples it while the work runs, so scratch that
+// cuMemAlloc, or from its workspace pool (runtime/WorkspacePool.h), which the caller empties
+// before measuring (trim_workspace_pool), so free memory seen by the driver is what it holds and
+// what its pool has taken from the device; a second thread samples it while the work runs, so scratch that
 // lives only inside a call is caught as well as what the call returns holding. Device-wide: other
 // processes on the GPU would show up too; granularity is the driver's page (2 MiB).
 #pragma once

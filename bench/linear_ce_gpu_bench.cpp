@@ -15,12 +15,13 @@
 // CUDA events around each call), fwd_ms_mean, fwd_bwd_ms_mean, fwd_tflops (2·N·D·V per GEMM),
 // first_call_s (kernel compile or cache load); fwd_mem_mb, fwd_bwd_mem_mb (peak device memory
 // above the inputs, measured: mem_method says how; the caller's f32 gradient outputs included, as
-// the peers count their gradients), fwd_saved_mb (what the forward keeps for backward),
-// grad_outputs_mb; filter_threshold (as the forward ran), filter_threshold_requested (-1: the
-// default), vocab_ordered, surviving_fraction (null where the library does not read it back, as
-// in natural order); loss, nan_outputs (outputs are NaN-poisoned first),
-// d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics of
-// the VocabOrder. A row that failed (a KL term before the GPU path has one) has "error" instead.
+// the peers count their gradients; the workspace pool emptied before), fwd_saved_mb (what the
+// forward keeps for backward), pool_held_mb (what the workspace pool keeps between steps, most
+// after the forward or the backward), grad_outputs_mb; filter_threshold (as the forward ran),
+// filter_threshold_requested (-1: the default), vocab_ordered, surviving_fraction (null where the
+// library does not read it back, as in natural order); loss, nan_outputs (outputs are NaN-poisoned
+// first), d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics
+// of the VocabOrder. A row that failed (a KL term before the GPU path has one) has "error" instead.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -42,6 +43,7 @@
 #include "runtime/LaunchTrace.h"
 #include "runtime/LinearCe.h"
 #include "runtime/VocabOrder.h"
+#include "runtime/WorkspacePool.h"
 
 namespace tilejit::bench {
 namespace {
@@ -291,23 +293,31 @@ double warm_up(const ModeCalls& calls) {
 
 struct MemoryAndValues {
   double fwd_mb = 0, fwd_bwd_mb = 0, saved_mb = 0;  // above the inputs
+  double pool_held_mb = 0;  // what the workspace pool keeps for the next step, after it
   float loss = 0;
   std::vector<float> d_hidden;
   bool non_finite = false;  // in the loss or dE (the outputs were NaN-poisoned)
 };
 
 // One step with the memory probe running: everything above the inputs, the gradient outputs
-// (allocated after the forward, as an autograd engine would) included.
+// (allocated after the forward, as an autograd engine would) included. The workspace pool
+// (runtime/WorkspacePool.h) is emptied first, so its allocations count in full; what it keeps
+// afterwards is reported apart.
 MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
                                   const DeviceMemoryProbe& probe, bool weight_grad_16) {
   Driver& d = *Driver::get();
   constexpr double kMiB = 1 << 20;
+  d.stream_synchronize(nullptr);
+  trim_workspace_pool();
   const double free0 = double(probe.free_bytes());
   LinearCeForward f;
   const double least_fwd = double(probe.min_free_during([&] {
     f = calls.forward();
     d.stream_synchronize(nullptr);
   }));
+  // What the forward keeps for the backward, not what the pool keeps from its scratch.
+  const uint64_t held_after_fwd = workspace_pool_held_bytes();
+  trim_workspace_pool();
   const double after_fwd = double(probe.free_bytes());
   outs = grad_outputs(shape, weight_grad_16);
   LinearCeGradients g;
@@ -319,6 +329,7 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
   m.fwd_mb = (free0 - least_fwd) / kMiB;
   m.fwd_bwd_mb = (free0 - std::min(least_fwd, least_bwd)) / kMiB;
   m.saved_mb = (free0 - after_fwd) / kMiB;
+  m.pool_held_mb = double(std::max(held_after_fwd, workspace_pool_held_bytes())) / kMiB;
   m.loss = to_host_f32(f.loss)[0];
   m.d_hidden = to_host_f32(outs.views.d_hidden.value());
   m.non_finite = !std::isfinite(m.loss) || std::any_of(m.d_hidden.begin(), m.d_hidden.end(),
@@ -368,8 +379,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   // A reused order gets at least one rebuild period: its median is the steady state.
   const int reps =
       mode == Mode::State ? std::max(settings.iters, settings.refresh_every) : settings.iters;
-  const Timing t =
-      time_steps(calls, outs, reps, fmt::format("{} {}", shape.name, mode_name(mode)));
+  const Timing t = time_steps(calls, outs, reps, fmt::format("{} {}", shape.name, mode_name(mode)));
 
   // 2·N·D·V per logit GEMM, as the peers count; a KL term adds the teacher's.
   const double flops = 2.0 * double(shape.rows) * double(shape.dim) * double(prog.live_ids()) *
@@ -387,7 +397,9 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   j.add("fwd_tflops", flops / median(t.fwd_ms) / 1e9).add("iters", int64_t(reps));
   j.add("first_call_s", first_s);
   j.add("fwd_mem_mb", m.fwd_mb).add("fwd_bwd_mem_mb", m.fwd_bwd_mb);
-  j.add("fwd_saved_mb", m.saved_mb).add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
+  j.add("fwd_saved_mb", m.saved_mb)
+      .add("pool_held_mb", m.pool_held_mb)
+      .add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
   j.add("weight_grad_dtype", settings.weight_grad_16 ? "bf16" : "f32");
   j.add("grad_buffer_mb", double(calls.options.grad_buffer_bytes) / (1 << 20));
   j.add("mem_method", DeviceMemoryProbe::method());

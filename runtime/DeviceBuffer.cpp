@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/Driver.h"
+#include "runtime/WorkspacePool.h"
 
 namespace tilejit {
 
@@ -26,12 +27,16 @@ DeviceBuffer DeviceBuffer::on_stream(size_t bytes, CUstream stream) {
   b.stream_ordered_ = true;
   b.stream_ = stream;
   if (bytes == 0) return b;
-  b.ptr_ = driver().mem_alloc_async(bytes, stream);
+  b.ptr_ = workspace_alloc(bytes, stream);
   if (!b.ptr_) {  // no memory pools on this device: an ordinary allocation, freed synchronously
     b.stream_ordered_ = false;
     b.ptr_ = driver().mem_alloc(bytes);
   }
   return b;
+}
+
+void DeviceBuffer::free_on(CUstream stream) {
+  if (stream_ordered_) stream_ = stream;
 }
 
 DeviceBuffer::~DeviceBuffer() { release(); }
@@ -57,7 +62,7 @@ void DeviceBuffer::release() noexcept {
   if (!ptr_) return;
   try {
     if (stream_ordered_)
-      driver().mem_free_async(ptr_, stream_);
+      workspace_free(ptr_, stream_);
     else
       driver().mem_free(ptr_);
   } catch (const Error& e) {

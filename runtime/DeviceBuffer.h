@@ -1,8 +1,8 @@
 // DeviceBuffer: an owned device allocation (cuMemAlloc / cuMemFree), for tests, the demo and
 // tilejit's own scratch space (block-mask runs). Host applications pass their own memory.
-// DeviceBuffer::on_stream: scratch that only work on one stream uses, allocated and freed in that
-// stream's order (cuMemAllocAsync / cuMemFreeAsync): its release waits for nothing on the host
-// (cuMemFree synchronises the device first).
+// DeviceBuffer::on_stream: the library's scratch, allocated and freed in a stream's order from
+// the device's workspace pool (runtime/WorkspacePool.h): its release waits for nothing on the
+// host (cuMemFree synchronises the device first).
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +21,10 @@ class DeviceBuffer {
   // fill helpers below are not ordered on `stream`: not for such buffers. On a device without
   // memory pools: an ordinary allocation (its release waits for the device).
   static DeviceBuffer on_stream(size_t bytes, CUstream stream);
+  // An on_stream buffer is freed on `stream` instead, once work enqueued there is done: for a
+  // buffer whose last use moved to another stream, which the caller ordered after every earlier
+  // use. Nothing for an ordinary allocation.
+  void free_on(CUstream stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;

@@ -33,8 +33,13 @@ struct Driver::EntryPoints {
   PFN_cuLaunchKernel_v4000 launch_kernel = nullptr;
   PFN_cuMemAlloc_v3020 mem_alloc = nullptr;
   PFN_cuMemFree_v3020 mem_free = nullptr;
-  PFN_cuMemAllocAsync_v11020 mem_alloc_async = nullptr;
+  PFN_cuMemPoolCreate_v11020 mem_pool_create = nullptr;
+  PFN_cuMemPoolSetAttribute_v11020 mem_pool_set_attribute = nullptr;
+  PFN_cuMemPoolGetAttribute_v11020 mem_pool_get_attribute = nullptr;
+  PFN_cuMemPoolTrimTo_v11020 mem_pool_trim_to = nullptr;
+  PFN_cuMemAllocFromPoolAsync_v11020 mem_alloc_from_pool_async = nullptr;
   PFN_cuMemFreeAsync_v11020 mem_free_async = nullptr;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
   PFN_cuMemcpyHtoD_v3020 memcpy_htod = nullptr;
   PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
   PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async = nullptr;
@@ -153,8 +158,13 @@ Driver* Driver::create(std::string& reason) {
   need(api->launch_kernel, "cuLaunchKernel", 4000);
   need(api->mem_alloc, "cuMemAlloc", 3020);
   need(api->mem_free, "cuMemFree", 3020);
-  need(api->mem_alloc_async, "cuMemAllocAsync", 11020);
+  need(api->mem_pool_create, "cuMemPoolCreate", 11020);
+  need(api->mem_pool_set_attribute, "cuMemPoolSetAttribute", 11020);
+  need(api->mem_pool_get_attribute, "cuMemPoolGetAttribute", 11020);
+  need(api->mem_pool_trim_to, "cuMemPoolTrimTo", 11020);
+  need(api->mem_alloc_from_pool_async, "cuMemAllocFromPoolAsync", 11020);
   need(api->mem_free_async, "cuMemFreeAsync", 11020);
+  need(api->ctx_get_device, "cuCtxGetDevice", 2000);
   need(api->memcpy_htod, "cuMemcpyHtoD", 3020);
   need(api->memcpy_dtoh, "cuMemcpyDtoH", 3020);
   need(api->memcpy_htod_async, "cuMemcpyHtoDAsync", 3020);
@@ -256,6 +266,14 @@ void Driver::set_current(CUcontext context) {
   check(api_->ctx_set_current(context), "cuCtxSetCurrent");
 }
 
+int Driver::current_device() {
+  CUdevice dev = 0;
+  check(api_->ctx_get_device(&dev), "cuCtxGetDevice");
+  for (int ordinal = 0; ordinal < device_count(); ++ordinal)
+    if (device(ordinal) == dev) return ordinal;
+  internal_error("cuCtxGetDevice gave a device ({}) that no ordinal has", static_cast<int>(dev));
+}
+
 CUcontext Driver::current_context() {
   CUcontext ctx = nullptr;
   check(api_->ctx_get_current(&ctx), "cuCtxGetCurrent");
@@ -329,11 +347,37 @@ CUdeviceptr Driver::mem_alloc(size_t bytes) {
 
 void Driver::mem_free(CUdeviceptr ptr) { check(api_->mem_free(ptr), "cuMemFree"); }
 
-CUdeviceptr Driver::mem_alloc_async(size_t bytes, CUstream stream) {
+CUmemoryPool Driver::mem_pool_create(int ordinal) {
+  if (!attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, ordinal)) return nullptr;
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ordinal;
+  CUmemoryPool pool = nullptr;
+  check(api_->mem_pool_create(&pool, &props), "cuMemPoolCreate");
+  return pool;
+}
+
+void Driver::mem_pool_set_release_threshold(CUmemoryPool pool, uint64_t bytes) {
+  check(api_->mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &bytes),
+        "cuMemPoolSetAttribute");
+}
+
+uint64_t Driver::mem_pool_reserved(CUmemoryPool pool) {
+  uint64_t bytes = 0;
+  check(api_->mem_pool_get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &bytes),
+        "cuMemPoolGetAttribute");
+  return bytes;
+}
+
+void Driver::mem_pool_trim(CUmemoryPool pool, size_t keep_bytes) {
+  check(api_->mem_pool_trim_to(pool, keep_bytes), "cuMemPoolTrimTo");
+}
+
+CUdeviceptr Driver::mem_alloc_from_pool_async(size_t bytes, CUmemoryPool pool, CUstream stream) {
   CUdeviceptr ptr = 0;
-  const CUresult r = api_->mem_alloc_async(&ptr, bytes, stream);
-  if (r == CUDA_ERROR_NOT_SUPPORTED) return 0;
-  check(r, "cuMemAllocAsync");
+  check(api_->mem_alloc_from_pool_async(&ptr, bytes, pool, stream), "cuMemAllocFromPoolAsync");
   return ptr;
 }
 

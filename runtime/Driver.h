@@ -47,11 +47,12 @@ class Driver {
   CUcontext primary_context(int ordinal);
   void set_current(CUcontext context);
   CUcontext current_context();   // nullptr when none is current
+  int current_device();          // the ordinal of the current context's device
   void use_device(int ordinal);  // primary context of `ordinal` made current on this thread
   // What every runtime entry point does first: device 0's primary context made current on this
   // thread unless a context already is (the caller's own context is respected).
   void ensure_context();
-  void context_synchronize();    // the current context
+  void context_synchronize();  // the current context
 
   // Modules and launches.
   CUmodule module_load_data(const void* image);
@@ -74,12 +75,17 @@ class Driver {
   // Memory.
   CUdeviceptr mem_alloc(size_t bytes);
   void mem_free(CUdeviceptr ptr);
-  // Stream-ordered (the device's default memory pool): usable by work enqueued on `stream` after
-  // the allocation; the free takes effect once the work enqueued on `stream` before it is done,
-  // and the host does not wait for it. Memory the pool does not keep goes back to the device at
-  // the next synchronisation. 0 from the allocation: the device has no memory pools
-  // (CUDA_ERROR_NOT_SUPPORTED, e.g. some virtual GPUs); any other failure throws.
-  CUdeviceptr mem_alloc_async(size_t bytes, CUstream stream);
+  // Memory pools (runtime/WorkspacePool.h keeps one per device). nullptr from the creation: the
+  // device has no memory pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0, e.g. some
+  // virtual GPUs). A pool allocation is usable by work enqueued on `stream` after it; its free
+  // takes effect once the work enqueued on `stream` before the free is done, and the host waits
+  // for nothing. What the pool holds beyond its release threshold goes back to the device at the
+  // next synchronisation; mem_pool_trim hands back all but `keep_bytes` of what no allocation uses.
+  CUmemoryPool mem_pool_create(int ordinal);
+  void mem_pool_set_release_threshold(CUmemoryPool pool, uint64_t bytes);
+  uint64_t mem_pool_reserved(CUmemoryPool pool);  // bytes the pool holds from the device
+  void mem_pool_trim(CUmemoryPool pool, size_t keep_bytes);
+  CUdeviceptr mem_alloc_from_pool_async(size_t bytes, CUmemoryPool pool, CUstream stream);
   void mem_free_async(CUdeviceptr ptr, CUstream stream);
   void memcpy_htod(CUdeviceptr dst, const void* src, size_t bytes);
   void memcpy_dtoh(void* dst, CUdeviceptr src, size_t bytes);

@@ -57,7 +57,7 @@ LinearCeModule make_module(const LoweredLoss& l, LossModule m, ElemType elem, Ce
 }  // namespace
 
 CUfunction linear_ce::PreparedLoss::function(LossModule m, std::string_view kernel,
-                                               int dynamic_smem) {
+                                             int dynamic_smem) {
   std::unique_lock<std::mutex> lock(mu);
   auto it = modules.find(m);
   if (it == modules.end()) {
@@ -235,7 +235,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   const int32_t n = static_cast<int32_t>(st->n_rows), dim = static_cast<int32_t>(st->dim);
 
   // Targets: narrowed and checked, rows compacted; one read-back gives the verdict and n_kept.
-  st->rows = DeviceBuffer((3 * size_t(std::max(n, 1)) + 2) * sizeof(int32_t));
+  st->rows = DeviceBuffer::on_stream((3 * size_t(std::max(n, 1)) + 2) * sizeof(int32_t), stream);
   int32_t* status = st->status();
   if (n > 0) {
     if (targets.dtype == DType::I64)
@@ -244,8 +244,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
           n, static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
     else
       run(K.function(LossModule::Rows, "linear_ce_check_targets_i32"), {1}, {1024}, 0, stream,
-          static_cast<const int32_t*>(targets.data), static_cast<long long>(targets.strides[0]),
-          n, static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
+          static_cast<const int32_t*>(targets.data), static_cast<long long>(targets.strides[0]), n,
+          static_cast<long long>(P.ignore_index), st->layout, st->targets32(), status + 1);
     run(K.function(LossModule::Rows, "linear_ce_compact_rows"), {1}, {1024}, 0, stream,
         static_cast<const int32_t*>(st->targets32()), n, int32_t{kIgnoredTarget}, st->kept(),
         st->slot(), status);
@@ -315,7 +315,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     out.state = std::move(st);
     return out;
   }
-  st->forward = DeviceBuffer(ws.row_grad.offset);
+  st->forward = DeviceBuffer::on_stream(ws.row_grad.offset, stream);
   const int32_t n_kept = static_cast<int32_t>(st->n_kept);
   void* hidden_kept = st->fwd<void>(ws.hidden_kept);
   run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)}, {128},
@@ -326,8 +326,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     void* teacher_kept = st->fwd<void>(ws.teacher_hidden_kept);
     run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)},
         {128}, 0, stream, static_cast<const void*>(teacher_hidden->data),
-        static_cast<long long>(teacher_hidden->strides[0]),
-        static_cast<const int32_t*>(st->kept()), st->teacher.dim, teacher_kept);
+        static_cast<long long>(teacher_hidden->strides[0]), static_cast<const int32_t*>(st->kept()),
+        st->teacher.dim, teacher_kept);
     st->teacher.hidden = teacher_kept;
     st->teacher.hidden_stride = st->teacher.dim;
   }
@@ -360,8 +360,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   // The Hopper loop's forward (sm_90a modules) adds a warpgroup that only loads, and a stage.
   const bool sm90_fwd = !P.kl && K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const int fwd_threads = P.kl ? kCeKlFwdThreads : sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads;
-  const int fwd_smem =
-      P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
+  const int fwd_smem = P.kl ? kCeKlFwdSmemBytes : sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes;
   static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the forward's tiles");
   // Copies of ordered segments' weights in position order, for this forward only (LinearCe.h).
@@ -373,7 +372,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       if (seg.order && options.copy_ordered_weights) {
-        ordered_weights.push_back(DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
+        ordered_weights.push_back(
+            DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
         void* copy = ordered_weights.back().data();
         run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
             {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
@@ -391,7 +391,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
-  ordered_weights.clear();  // freed in stream order once the kernel is done; the host waits for nothing
+  ordered_weights
+      .clear();  // freed in stream order once the kernel is done; the host waits for nothing
 
   CeMergeParams q;
   q.part_max = p.part_max;
@@ -419,8 +420,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     q.kl.alpha = static_cast<float>(P.kl->alpha);
     q.kl.temperature = static_cast<float>(P.kl->temperature);
   }
-  run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, kCeMergeRows)},
-      {kCeMergeThreads}, 0, stream, q);
+  run(K.function(LossModule::Rows, "linear_ce_merge"), {blocks(n, kCeMergeRows)}, {kCeMergeThreads},
+      0, stream, q);
   run(K.function(LossModule::Rows, "linear_ce_scatter_rows"), {blocks(n, 256)}, {256}, 0, stream,
       static_cast<const int32_t*>(st->slot()), static_cast<const float*>(q.lse), n, lse);
   run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,

@@ -50,8 +50,9 @@
 //   Gathered rows cost the Hopper kernels more than contiguous ones (the forward ran 30% longer
 // on a Gemma-2 head), so there the forward first copies each ordered segment's weight rows into
 // position order (V_s x D elements of E's dtype, one pass over the weights) and its tiles come by
-// TMA from the copy, which it allocates and frees in `stream`'s order (cuMemAllocAsync /
-// cuMemFreeAsync: the host waits for nothing): it adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
+// TMA from the copy, which it allocates and frees in `stream`'s order from the workspace pool
+// (runtime/WorkspacePool.h: the host waits for nothing, and the next step reuses the memory): it
+// adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
 // gathers instead. The backward stages each vocabulary chunk's rows the same way within
 // grad_buffer_bytes.
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
@@ -170,6 +171,9 @@ struct LinearCeForward {
   int64_t n_rows = 0, n_kept = 0;
   float filter_threshold = 0;  // the one backward uses (0: exact)
   bool vocab_ordered = false;  // the tiles followed a vocabulary order
+  // The forward's workspace (rows, partials, kept rows): from the workspace pool, freed in the
+  // stream order of the last call that used it (this forward's, or a backward's) when the last
+  // reference goes; dropping it never waits for the GPU.
   std::shared_ptr<const LinearCeState> state;
 };
 

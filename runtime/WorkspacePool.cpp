@@ -1,0 +1,69 @@
+#include "runtime/WorkspacePool.h"
+
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/Driver.h"
+
+namespace tilejit {
+namespace {
+
+uint64_t keep_bytes_from_environment() {
+  const char* v = std::getenv("TILEJIT_WORKSPACE_KEEP_MB");
+  if (!v || !*v) return std::numeric_limits<uint64_t>::max();
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(v, &end, 10);
+  TILEJIT_USER_CHECK(end && *end == '\0' && v[0] != '-',
+                     "TILEJIT_WORKSPACE_KEEP_MB must be a whole number of MiB, got '{}'", v);
+  return uint64_t(mb) << 20;
+}
+
+// The pool of device `ordinal`, created on first use; nullptr when the device has none. Pools
+// live as long as the process (the driver reclaims them at exit).
+CUmemoryPool pool_of(int ordinal) {
+  static std::mutex mu;
+  static std::unordered_map<int, CUmemoryPool> pools;
+  std::lock_guard lock(mu);
+  if (auto it = pools.find(ordinal); it != pools.end()) return it->second;
+  Driver& d = *Driver::get();
+  CUmemoryPool pool = d.mem_pool_create(ordinal);
+  if (pool) {
+    static const uint64_t keep = keep_bytes_from_environment();
+    d.mem_pool_set_release_threshold(pool, keep);
+  }
+  pools.emplace(ordinal, pool);
+  return pool;
+}
+
+CUmemoryPool current_pool() {
+  Driver* d = Driver::get();
+  if (!d || !d->current_context()) return nullptr;
+  return pool_of(d->current_device());
+}
+
+}  // namespace
+
+CUdeviceptr workspace_alloc(size_t bytes, CUstream stream) {
+  Driver* d = Driver::get();
+  TILEJIT_INTERNAL_CHECK(d, "workspace_alloc without a CUDA driver");
+  CUmemoryPool pool = current_pool();
+  return pool ? d->mem_alloc_from_pool_async(bytes, pool, stream) : 0;
+}
+
+void workspace_free(CUdeviceptr ptr, CUstream stream) {
+  Driver::get()->mem_free_async(ptr, stream);
+}
+
+uint64_t workspace_pool_held_bytes() {
+  CUmemoryPool pool = current_pool();
+  return pool ? Driver::get()->mem_pool_reserved(pool) : 0;
+}
+
+void trim_workspace_pool() {
+  if (CUmemoryPool pool = current_pool()) Driver::get()->mem_pool_trim(pool, 0);
+}
+
+}  // namespace tilejit
