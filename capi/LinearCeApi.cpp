@@ -10,6 +10,8 @@
 #include "ErrorBoundary.h"
 #include "Handles.h"
 #include "TensorDesc.h"
+#include "runtime/Driver.h"
+#include "runtime/WorkspacePool.h"
 
 using namespace tilejit;
 using namespace tilejit::capi;
@@ -164,5 +166,25 @@ tj_status tj_linear_ce_state_rows(const tj_linear_ce_state* state, int64_t* rows
 }
 
 void tj_linear_ce_state_destroy(tj_linear_ce_state* state) { delete state; }
+
+// The pool of the device the library's calls use on this thread (Driver::ensure_context); no GPU:
+// nothing held, nothing to hand back.
+tj_status tj_workspace_pool_held(uint64_t* bytes) {
+  return boundary("tj_workspace_pool_held", [&] {
+    uint64_t& out = out_param(bytes, "bytes");
+    out = 0;
+    if (!gpu_available()) return;
+    Driver::get()->ensure_context();
+    out = workspace_pool_held_bytes();
+  });
+}
+
+tj_status tj_workspace_pool_trim(void) {
+  return boundary("tj_workspace_pool_trim", [&] {
+    if (!gpu_available()) return;
+    Driver::get()->ensure_context();
+    trim_workspace_pool();
+  });
+}
 
 }  // extern "C"

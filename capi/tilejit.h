@@ -283,9 +283,9 @@ typedef struct tj_segment_gradients {
 
 /* Gradients into caller-allocated tensors, placed like the forward's: d_hidden like hidden
  * (host: f32, bf16 or f16; device: f32), one tj_segment_gradients per segment. grad_loss is
- * f32: one element (dL/dloss) for reductions mean and sum, [N] for none. On the GPU the
- * backward's kernels read the state's forward workspace: destroy the state only after `stream`
- * has finished the work. */
+ * f32: one element (dL/dloss) for reductions mean and sum, [N] for none. On the GPU the state's
+ * workspace is freed in the order of the stream that last used it, so the state may be destroyed
+ * while that work runs. */
 TJ_API tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tensor* grad_loss,
                                        const tj_tensor* d_hidden,
                                        const tj_segment_gradients* segments, int32_t num_segments,
@@ -295,6 +295,14 @@ TJ_API tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tenso
 TJ_API tj_status tj_linear_ce_state_rows(const tj_linear_ce_state* state, int64_t* rows,
                                          int64_t* kept_rows);
 TJ_API void tj_linear_ce_state_destroy(tj_linear_ce_state* state);
+
+/* The fused loss's GPU scratch comes from a memory pool per device, in stream order, which keeps
+ * what a call used for the next call (at most TILEJIT_WORKSPACE_KEEP_MB MiB when that variable is
+ * set; all of it otherwise). tj_workspace_pool_held: the bytes the pool of the device this
+ * thread's calls use holds from it (0 without a GPU). tj_workspace_pool_trim: hands back what no
+ * call in flight uses. */
+TJ_API tj_status tj_workspace_pool_held(uint64_t* bytes);
+TJ_API tj_status tj_workspace_pool_trim(void);
 
 #ifdef __cplusplus
 }

@@ -70,6 +70,11 @@ class ProgramTest(unittest.TestCase):
         self.assertEqual(tilejit.__version__, tilejit.version())
         self.assertIsNotNone(tilejit.library_path())
         self.assertIsInstance(tilejit.gpu_available(), bool)
+        held = tilejit.workspace_pool_held_bytes()
+        self.assertIsInstance(held, int)
+        if not tilejit.gpu_available():
+            self.assertEqual(held, 0)
+        tilejit.trim_workspace_pool()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ Skipped unless torch has CUDA and the library finds a usable GPU.
 
 from __future__ import annotations
 
+import gc
 import os
 import unittest
 
@@ -327,6 +328,17 @@ class CudaLossTest(CudaTestCase):
         for got, ref in ((loss, want), (rows, want_rows), (lse, want_lse)):
             self.assertEqual(got.device, self.e_store.device)
             torch.testing.assert_close(got.double(), ref.detach(), atol=2e-3, rtol=2e-3)
+
+    def test_workspace_pool_keeps_the_scratch_until_trimmed(self):
+        tilejit.trim_workspace_pool()
+        loss = self.loss("mean")
+        torch.autograd.grad(loss, self.leaves)
+        del loss  # the saved state: its workspace goes back to the pool in stream order
+        gc.collect()
+        torch.cuda.synchronize()
+        self.assertGreater(tilejit.workspace_pool_held_bytes(), 0)
+        tilejit.trim_workspace_pool()
+        self.assertEqual(tilejit.workspace_pool_held_bytes(), 0)
 
     def test_side_stream(self):
         # The forward synchronises its stream once by contract: ordering and results only.

@@ -14,7 +14,7 @@ there), else from the source tree's CMake build folders (see tilejit._library).
 from __future__ import annotations
 
 from . import programs
-from ._capi import gpu_available, version
+from ._capi import gpu_available, trim_workspace_pool, version, workspace_pool_held_bytes
 from ._library import loaded_path as library_path
 from .attention import attention, attention_backward, attention_forward
 from .errors import (BundleMismatchError, CompileError, CudaError, InternalError,
@@ -32,5 +32,6 @@ __all__ = [
     "NoDeviceError", "OfflineMissError", "OutOfMemoryError", "ParseError", "Program",
     "TilejitError", "UnsupportedError", "ValidationError", "attention", "attention_backward",
     "attention_forward", "block_mask", "gpu_available", "library_path", "linear_cross_entropy",
-    "linear_cross_entropy_forward", "load", "program", "programs", "version",
+    "linear_cross_entropy_forward", "load", "program", "programs", "trim_workspace_pool", "version",
+    "workspace_pool_held_bytes",
 ]

@@ -176,6 +176,10 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tj_status_name.restype = c_char_p
     lib.tj_gpu_available.argtypes = []
     lib.tj_gpu_available.restype = c_int
+    lib.tj_workspace_pool_held.argtypes = [POINTER(ctypes.c_uint64)]
+    lib.tj_workspace_pool_held.restype = c_int
+    lib.tj_workspace_pool_trim.argtypes = []
+    lib.tj_workspace_pool_trim.restype = c_int
     lib.tj_linear_ce_options_init.argtypes = [POINTER(LinearCeOptions)]
     lib.tj_linear_ce_options_init.restype = None
     return lib
@@ -212,3 +216,17 @@ def version() -> str:
 def gpu_available() -> bool:
     """True when a CUDA driver and at least one device are usable by the library."""
     return bool(lib.tj_gpu_available())
+
+
+def workspace_pool_held_bytes() -> int:
+    """Bytes the fused loss's GPU workspace pool keeps from the device between calls (0 without
+    a GPU). ``TILEJIT_WORKSPACE_KEEP_MB`` caps what it keeps; see :func:`trim_workspace_pool`."""
+    held = ctypes.c_uint64(0)
+    call("tj_workspace_pool_held", ctypes.byref(held))
+    return int(held.value)
+
+
+def trim_workspace_pool() -> None:
+    """Hands back to the device what the workspace pool keeps and no call in flight uses, e.g.
+    before work that needs the memory (the next loss call takes it again)."""
+    call("tj_workspace_pool_trim")

@@ -28,6 +28,11 @@ void test_programs(void) {
   CHECK(strcmp(tj_status_name(TJ_ERR_PARSE), "TJ_ERR_PARSE") == 0);
   CHECK(strcmp(tj_status_name((tj_status)999), "TJ_ERR_UNKNOWN") == 0);
   CHECK(tj_gpu_available() == 0 || tj_gpu_available() == 1);
+  uint64_t held = 1;
+  EXPECT_OK(tj_workspace_pool_held(&held));
+  if (!tj_gpu_available()) CHECK(held == 0);
+  EXPECT_OK(tj_workspace_pool_trim());
+  CHECK(tj_workspace_pool_held(NULL) == TJ_ERR_INVALID_ARGUMENT);
 
   tj_program* p = NULL;
   EXPECT_OK(tj_program_from_text("# causal\nattention my_causal {\n  mask = q >= kv\n}\n",
