@@ -2,7 +2,7 @@
 // at run time, like runtime/Driver.h, which does not expose it). The library allocates with
 // cuMemAlloc, or from its workspace pool (runtime/WorkspacePool.h), which the caller empties
 // before measuring (trim_workspace_pool), so free memory seen by the driver is what it holds and
-// what its pool has taken from the device; a second thread samples it while the work runs, so scratch that
+// what its pool has taken from the device since; a second thread samples it while the work runs, so scratch that
 // lives only inside a call is caught as well as what the call returns holding. Device-wide: other
 // processes on the GPU would show up too; granularity is the driver's page (2 MiB).
 #pragma once

@@ -15,9 +15,9 @@
 // CUDA events around each call), fwd_ms_mean, fwd_bwd_ms_mean, fwd_tflops (2·N·D·V per GEMM),
 // first_call_s (kernel compile or cache load); fwd_mem_mb, fwd_bwd_mem_mb (peak device memory
 // above the inputs, measured: mem_method says how; the caller's f32 gradient outputs included, as
-// the peers count their gradients; the workspace pool emptied before), fwd_saved_mb (what the
-// forward keeps for backward), pool_held_mb (what the workspace pool keeps between steps, most
-// after the forward or the backward), grad_outputs_mb; filter_threshold (as the forward ran),
+// the peers count their gradients; the workspace pool emptied before the step, not within it),
+// fwd_saved_mb (what the forward keeps for backward), pool_held_mb (what the workspace pool keeps
+// for the next step), grad_outputs_mb; filter_threshold (as the forward ran),
 // filter_threshold_requested (-1: the default), vocab_ordered, surviving_fraction (null where the
 // library does not read it back, as in natural order); loss, nan_outputs (outputs are NaN-poisoned
 // first), d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics
@@ -293,7 +293,7 @@ double warm_up(const ModeCalls& calls) {
 
 struct MemoryAndValues {
   double fwd_mb = 0, fwd_bwd_mb = 0, saved_mb = 0;  // above the inputs
-  double pool_held_mb = 0;  // what the workspace pool keeps for the next step, after it
+  double pool_held_mb = 0;  // what the workspace pool keeps for the next step
   float loss = 0;
   std::vector<float> d_hidden;
   bool non_finite = false;  // in the loss or dE (the outputs were NaN-poisoned)
@@ -301,8 +301,9 @@ struct MemoryAndValues {
 
 // One step with the memory probe running: everything above the inputs, the gradient outputs
 // (allocated after the forward, as an autograd engine would) included. The workspace pool
-// (runtime/WorkspacePool.h) is emptied first, so its allocations count in full; what it keeps
-// afterwards is reported apart.
+// (runtime/WorkspacePool.h) is emptied first and then left alone, as in training: the step's
+// peak counts what the pool maps during it, freed parts it keeps included; what it keeps for the
+// next step is reported apart.
 MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
                                   const DeviceMemoryProbe& probe, bool weight_grad_16) {
   Driver& d = *Driver::get();
@@ -315,10 +316,9 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
     f = calls.forward();
     d.stream_synchronize(nullptr);
   }));
-  // What the forward keeps for the backward, not what the pool keeps from its scratch.
-  const uint64_t held_after_fwd = workspace_pool_held_bytes();
-  trim_workspace_pool();
-  const double after_fwd = double(probe.free_bytes());
+  // What the forward keeps for the backward: not what the pool keeps reserved and unused.
+  const double after_fwd = double(probe.free_bytes()) +
+                           double(workspace_pool_held_bytes() - workspace_pool_in_use_bytes());
   outs = grad_outputs(shape, weight_grad_16);
   LinearCeGradients g;
   const double least_bwd = double(probe.min_free_during([&] {
@@ -329,11 +329,14 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
   m.fwd_mb = (free0 - least_fwd) / kMiB;
   m.fwd_bwd_mb = (free0 - std::min(least_fwd, least_bwd)) / kMiB;
   m.saved_mb = (free0 - after_fwd) / kMiB;
-  m.pool_held_mb = double(std::max(held_after_fwd, workspace_pool_held_bytes())) / kMiB;
   m.loss = to_host_f32(f.loss)[0];
   m.d_hidden = to_host_f32(outs.views.d_hidden.value());
   m.non_finite = !std::isfinite(m.loss) || std::any_of(m.d_hidden.begin(), m.d_hidden.end(),
                                                        [](float v) { return !std::isfinite(v); });
+  f = {};
+  g = {};
+  d.stream_synchronize(nullptr);
+  m.pool_held_mb = double(workspace_pool_held_bytes()) / kMiB;
   return m;
 }
 

@@ -15,6 +15,29 @@ Driver& driver() {
   d->ensure_context();
   return *d;
 }
+
+// Makes `context` current for a scope (when it is not already), then the previous one again.
+class ContextScope {
+ public:
+  explicit ContextScope(CUcontext context)
+      : previous_(Driver::get()->current_context()), switched_(context && context != previous_) {
+    if (switched_) Driver::get()->set_current(context);
+  }
+  ~ContextScope() {
+    if (!switched_) return;
+    try {
+      Driver::get()->set_current(previous_);
+    } catch (const Error& e) {  // a destructor must not throw
+      std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
+    }
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  CUcontext previous_;
+  bool switched_;
+};
 }  // namespace
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
@@ -24,19 +47,24 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
 DeviceBuffer DeviceBuffer::on_stream(size_t bytes, CUstream stream) {
   DeviceBuffer b;
   b.bytes_ = bytes;
-  b.stream_ordered_ = true;
-  b.stream_ = stream;
+  b.order_ = StreamOrder{stream, driver().current_context(), {}};
   if (bytes == 0) return b;
   b.ptr_ = workspace_alloc(bytes, stream);
   if (!b.ptr_) {  // no memory pools on this device: an ordinary allocation, freed synchronously
-    b.stream_ordered_ = false;
+    b.order_.reset();
     b.ptr_ = driver().mem_alloc(bytes);
   }
   return b;
 }
 
 void DeviceBuffer::free_on(CUstream stream) {
-  if (stream_ordered_) stream_ = stream;
+  if (!order_ || stream == order_->stream) return;
+  ContextScope in(order_->context);
+  Driver& d = *Driver::get();
+  CUevent done = d.event_create(CU_EVENT_DISABLE_TIMING);
+  d.event_record(done, order_->stream);
+  order_->after.push_back(done);
+  order_->stream = stream;
 }
 
 DeviceBuffer::~DeviceBuffer() { release(); }
@@ -44,35 +72,38 @@ DeviceBuffer::~DeviceBuffer() { release(); }
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : ptr_(std::exchange(other.ptr_, 0)),
       bytes_(std::exchange(other.bytes_, 0)),
-      stream_ordered_(std::exchange(other.stream_ordered_, false)),
-      stream_(std::exchange(other.stream_, nullptr)) {}
+      order_(std::exchange(other.order_, std::nullopt)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     release();
     ptr_ = std::exchange(other.ptr_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
-    stream_ordered_ = std::exchange(other.stream_ordered_, false);
-    stream_ = std::exchange(other.stream_, nullptr);
+    order_ = std::exchange(other.order_, std::nullopt);
   }
   return *this;
 }
 
 void DeviceBuffer::release() noexcept {
-  if (!ptr_) return;
   try {
-    if (stream_ordered_)
-      workspace_free(ptr_, stream_);
-    else
+    if (order_) {  // in its context's stream order, after the work of the streams it left
+      ContextScope in(order_->context);
+      Driver& d = *Driver::get();
+      for (CUevent e : order_->after) {
+        if (ptr_) d.stream_wait_event(order_->stream, e);
+        d.event_destroy(e);
+      }
+      if (ptr_) workspace_free(ptr_, order_->stream);
+    } else if (ptr_) {
       driver().mem_free(ptr_);
+    }
   } catch (const Error& e) {
     // A destructor must not throw; a failed free means the context is already broken.
     std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
   }
   ptr_ = 0;
   bytes_ = 0;
-  stream_ordered_ = false;
-  stream_ = nullptr;
+  order_.reset();
 }
 
 void DeviceBuffer::copy_from_host(const void* src, size_t bytes) {

@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace tilejit {
@@ -21,9 +22,10 @@ class DeviceBuffer {
   // fill helpers below are not ordered on `stream`: not for such buffers. On a device without
   // memory pools: an ordinary allocation (its release waits for the device).
   static DeviceBuffer on_stream(size_t bytes, CUstream stream);
-  // An on_stream buffer is freed on `stream` instead, once work enqueued there is done: for a
-  // buffer whose last use moved to another stream, which the caller ordered after every earlier
-  // use. Nothing for an ordinary allocation.
+  // An on_stream buffer is freed on `stream` instead: after the work enqueued there before the
+  // free and after the work enqueued so far on the streams it was to be freed on until now
+  // (an event each). For a buffer whose later uses moved to another stream. Nothing for an
+  // ordinary allocation. Every such stream must outlive the buffer.
   void free_on(CUstream stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
@@ -54,10 +56,16 @@ class DeviceBuffer {
 
  private:
   void release() noexcept;
+  // An on_stream buffer's release: on which stream, in the context it was allocated in (the
+  // null stream is the current context's), after which other streams' work.
+  struct StreamOrder {
+    CUstream stream = nullptr;
+    CUcontext context = nullptr;
+    std::vector<CUevent> after;
+  };
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
-  bool stream_ordered_ = false;
-  CUstream stream_ = nullptr;  // stream_ordered_: where it is freed
+  std::optional<StreamOrder> order_;
 };
 
 }  // namespace tilejit

@@ -353,7 +353,7 @@ CUmemoryPool Driver::mem_pool_create(int ordinal) {
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = ordinal;
+  props.location.id = device(ordinal);
   CUmemoryPool pool = nullptr;
   check(api_->mem_pool_create(&pool, &props), "cuMemPoolCreate");
   return pool;
@@ -367,6 +367,13 @@ void Driver::mem_pool_set_release_threshold(CUmemoryPool pool, uint64_t bytes) {
 uint64_t Driver::mem_pool_reserved(CUmemoryPool pool) {
   uint64_t bytes = 0;
   check(api_->mem_pool_get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &bytes),
+        "cuMemPoolGetAttribute");
+  return bytes;
+}
+
+uint64_t Driver::mem_pool_used(CUmemoryPool pool) {
+  uint64_t bytes = 0;
+  check(api_->mem_pool_get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &bytes),
         "cuMemPoolGetAttribute");
   return bytes;
 }

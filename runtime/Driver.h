@@ -84,6 +84,7 @@ class Driver {
   CUmemoryPool mem_pool_create(int ordinal);
   void mem_pool_set_release_threshold(CUmemoryPool pool, uint64_t bytes);
   uint64_t mem_pool_reserved(CUmemoryPool pool);  // bytes the pool holds from the device
+  uint64_t mem_pool_used(CUmemoryPool pool);      // ... of which allocations use
   void mem_pool_trim(CUmemoryPool pool, size_t keep_bytes);
   CUdeviceptr mem_alloc_from_pool_async(size_t bytes, CUmemoryPool pool, CUstream stream);
   void mem_free_async(CUdeviceptr ptr, CUstream stream);

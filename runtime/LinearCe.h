@@ -24,7 +24,8 @@
 //
 // Outputs. Results are fp32 device tensors. A caller may pass its own (LinearCeOutputs,
 // LinearCeGradOutputs: a framework's allocator, no allocation per step); any it leaves out is
-// allocated by the library and owned by the returned object. Workspaces are allocated per call.
+// allocated by the library and owned by the returned object. Workspaces come from the workspace
+// pool (runtime/WorkspacePool.h) in the call's stream order; the pool keeps them for the next call.
 //
 // Saved state. The forward result keeps what backward needs (lse, target logits, the kept rows of
 // E, per-tile max logits) and *views* of the weights and captured buffers: those must stay alive
@@ -51,10 +52,11 @@
 // on a Gemma-2 head), so there the forward first copies each ordered segment's weight rows into
 // position order (V_s x D elements of E's dtype, one pass over the weights) and its tiles come by
 // TMA from the copy, which it allocates and frees in `stream`'s order from the workspace pool
-// (runtime/WorkspacePool.h: the host waits for nothing, and the next step reuses the memory): it
-// adds to the forward's peak memory only. LinearCeOptions::copy_ordered_weights = false
-// gathers instead. The backward stages each vocabulary chunk's rows the same way within
-// grad_buffer_bytes.
+// (runtime/WorkspacePool.h: the host waits for nothing, and the next step reuses the memory). The
+// pool keeps the copy's memory reserved through the backward, which reuses part of it, and
+// between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise).
+// LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
+// vocabulary chunk's rows the same way within grad_buffer_bytes.
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
 // pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,
 // O(V D); the raw logit, before logit_mod), then a host sort per segment, highest first; State,
@@ -171,9 +173,10 @@ struct LinearCeForward {
   int64_t n_rows = 0, n_kept = 0;
   float filter_threshold = 0;  // the one backward uses (0: exact)
   bool vocab_ordered = false;  // the tiles followed a vocabulary order
-  // The forward's workspace (rows, partials, kept rows): from the workspace pool, freed in the
-  // stream order of the last call that used it (this forward's, or a backward's) when the last
-  // reference goes; dropping it never waits for the GPU.
+  // The forward's workspace (rows, partials, kept rows): from the workspace pool, freed when the
+  // last reference goes, in the stream order of the calls that used it (this forward's stream
+  // and any backward's, which must outlive it); that never waits for the GPU. Outputs the
+  // library allocated (those the caller did not pass) are freed with cuMemFree, which does.
   std::shared_ptr<const LinearCeState> state;
 };
 
@@ -183,7 +186,7 @@ struct LinearCeGradOutputs {
   // f32 [V_s, D], or E's dtype (bf16 / f16: half the memory; each entry the f32 result rounded
   // once to nearest even), last dim contiguous, even row stride
   std::vector<std::optional<TensorView>> d_weight;
-  std::vector<std::optional<TensorView>> d_bias;    // f32 [V_s] contiguous (segments with bias)
+  std::vector<std::optional<TensorView>> d_bias;  // f32 [V_s] contiguous (segments with bias)
 };
 
 struct LinearCeGradients {

@@ -21,7 +21,6 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const TensorView grad_loss = named(grad_loss_in, "grad_loss");
   TILEJIT_USER_CHECK(forward.state, "linear_cross_entropy_backward: the forward result is empty");
   const LinearCeState& st = *forward.state;
-  st.release_after(stream);  // the forward's buffers outlive this call's reads of them
   PreparedLoss& K = *st.kernels;
   const LossProgram& P = K.lowered.program;
   const size_t num_segments = st.segments.size();
@@ -75,6 +74,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     layout.seg[s].d_bias = static_cast<float*>(g.d_bias[s]->data);
   }
   g.storage = storage;
+  st.release_after(stream);  // the forward's buffers outlive the reads enqueued below
 
   // The backward's scratch, in `stream`'s order: freed when this call returns, once the kernels
   // enqueued here are done (nothing here waits for the GPU).

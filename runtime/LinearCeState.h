@@ -105,18 +105,21 @@ struct LinearCeState {
   std::vector<SegmentBinding> teacher_segments;
   linear_ce::CeTeacher teacher;
   LinearCeWorkspace ws;
-  // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the stream
-  // that last used them: a backward moves that to its own (release_after), hence mutable.
-  mutable DeviceBuffer rows;     // narrowed targets [N], kept [N], slot [N], status [2]
-  mutable DeviceBuffer forward;  // the workspace's forward part: [0, ws.row_grad.offset)
+  // In the forward's stream order (DeviceBuffer::on_stream), freed with the state in the order of
+  // the streams that used them: a backward adds its own (release_after), hence mutable.
+  mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]
+  mutable DeviceBuffer forward;      // the workspace's forward part: [0, ws.row_grad.offset)
+  mutable std::mutex release_mutex;  // backwards on several threads
   linear_ce::Storage outputs;
 
   int32_t* targets32() const { return static_cast<int32_t*>(rows.data()); }
   int32_t* kept() const { return targets32() + n_rows; }
   int32_t* slot() const { return targets32() + 2 * n_rows; }
   int32_t* status() const { return targets32() + 3 * n_rows; }
-  // The buffers above are freed on `stream` (the backward's, enqueued after the forward's work).
+  // The buffers above are freed on `stream` (a backward's, from its first launch on), after the
+  // work enqueued so far on the streams they were to be freed on.
   void release_after(CUstream stream) const {
+    std::lock_guard lock(release_mutex);
     rows.free_on(stream);
     forward.free_on(stream);
   }

@@ -1,6 +1,7 @@
 #include "runtime/WorkspacePool.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -11,14 +12,21 @@
 namespace tilejit {
 namespace {
 
+// TILEJIT_WORKSPACE_KEEP_MB: digits only, at most 2^44 MiB.
 uint64_t keep_bytes_from_environment() {
   const char* v = std::getenv("TILEJIT_WORKSPACE_KEEP_MB");
   if (!v || !*v) return std::numeric_limits<uint64_t>::max();
-  char* end = nullptr;
-  const unsigned long long mb = std::strtoull(v, &end, 10);
-  TILEJIT_USER_CHECK(end && *end == '\0' && v[0] != '-',
-                     "TILEJIT_WORKSPACE_KEEP_MB must be a whole number of MiB, got '{}'", v);
-  return uint64_t(mb) << 20;
+  uint64_t mb = 0;
+  bool ok = std::strlen(v) <= 13;
+  for (const char* c = v; ok && *c; ++c) {
+    ok = *c >= '0' && *c <= '9';
+    mb = mb * 10 + uint64_t(*c - '0');
+  }
+  TILEJIT_USER_CHECK(ok && mb <= (uint64_t(1) << 44),
+                     "TILEJIT_WORKSPACE_KEEP_MB must be a whole number of MiB (at most 2^44), "
+                     "got '{}'",
+                     v);
+  return mb << 20;
 }
 
 // The pool of device `ordinal`, created on first use; nullptr when the device has none. Pools
@@ -28,12 +36,10 @@ CUmemoryPool pool_of(int ordinal) {
   static std::unordered_map<int, CUmemoryPool> pools;
   std::lock_guard lock(mu);
   if (auto it = pools.find(ordinal); it != pools.end()) return it->second;
+  static const uint64_t keep = keep_bytes_from_environment();  // before any pool exists
   Driver& d = *Driver::get();
   CUmemoryPool pool = d.mem_pool_create(ordinal);
-  if (pool) {
-    static const uint64_t keep = keep_bytes_from_environment();
-    d.mem_pool_set_release_threshold(pool, keep);
-  }
+  if (pool) d.mem_pool_set_release_threshold(pool, keep);
   pools.emplace(ordinal, pool);
   return pool;
 }
@@ -60,6 +66,11 @@ void workspace_free(CUdeviceptr ptr, CUstream stream) {
 uint64_t workspace_pool_held_bytes() {
   CUmemoryPool pool = current_pool();
   return pool ? Driver::get()->mem_pool_reserved(pool) : 0;
+}
+
+uint64_t workspace_pool_in_use_bytes() {
+  CUmemoryPool pool = current_pool();
+  return pool ? Driver::get()->mem_pool_used(pool) : 0;
 }
 
 void trim_workspace_pool() {

@@ -7,6 +7,11 @@
 //   TILEJIT_WORKSPACE_KEEP_MB (environment, read once): how much the pool keeps when the device
 // synchronises (its release threshold); unset keeps everything. trim_workspace_pool() hands back
 // now what no allocation holds, e.g. before work that needs the memory.
+//   What keeping costs: a step's peak then includes what an earlier part of it freed and a later
+// part did not reuse (the backward runs beside the pool's copy of the forward's position-order
+// weights, reserved though freed), and the memory stays reserved between steps, invisible to
+// other allocators (PyTorch's). An on_stream buffer is freed on a stream (DeviceBuffer.h):
+// that stream must outlive it.
 #pragma once
 
 #include <cuda.h>
@@ -25,6 +30,8 @@ void workspace_free(CUdeviceptr ptr, CUstream stream);
 // The current device's pool: the bytes it holds from the device, in use or kept (0 without a
 // driver, a context or a pool).
 uint64_t workspace_pool_held_bytes();
+// ... of which allocations not yet freed (in stream order) use this many.
+uint64_t workspace_pool_in_use_bytes();
 // Hands back to the device what the current device's pool holds and no allocation uses.
 void trim_workspace_pool();
 

@@ -151,8 +151,9 @@ TEST_F(DriverGpu, LaunchTraceRecordsKernelsAndMarkers) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[0].find("\"kind\": \"marker\", \"name\": \"call 0 begin\""), std::string::npos)
       << lines[0];
-  EXPECT_NE(lines[1].find("\"kind\": \"kernel\", \"name\": \"tiny_scale\", \"grid\": \"(2, 1, 1)\""),
-            std::string::npos)
+  EXPECT_NE(
+      lines[1].find("\"kind\": \"kernel\", \"name\": \"tiny_scale\", \"grid\": \"(2, 1, 1)\""),
+      std::string::npos)
       << lines[1];
   auto number = [](const std::string& line, const std::string& key) {
     const size_t at = line.find("\"" + key + "\": ");
@@ -173,6 +174,7 @@ TEST(WorkspacePool, HoldsNothingWithoutAGpu) {
 // Scratch from the pool is usable in stream order, kept by the pool once freed (the next
 // allocation of that size takes no more from the device), and handed back by a trim.
 TEST_F(DriverGpu, WorkspacePoolKeepsFreedScratchUntilTrimmed) {
+  if (std::getenv("TILEJIT_WORKSPACE_KEEP_MB")) GTEST_SKIP() << "TILEJIT_WORKSPACE_KEEP_MB is set";
   Driver& d = *Driver::get();
   d.context_synchronize();
   trim_workspace_pool();
