@@ -23,8 +23,9 @@ class DeviceBuffer {
   // memory pools: an ordinary allocation (its release waits for the device).
   static DeviceBuffer on_stream(size_t bytes, CUstream stream);
   // An on_stream buffer is freed on `stream` instead: after the work enqueued there before the
-  // free and after the work enqueued so far on the streams it was to be freed on until now
-  // (an event each). For a buffer whose later uses moved to another stream. Nothing for an
+  // free and after the work enqueued so far on the streams it was to be freed on until now (an
+  // event each, which `stream` waits for when the buffer is freed: later work on `stream` waits
+  // for them too). For a buffer whose later uses moved to another stream. Nothing for an
   // ordinary allocation. Every such stream must outlive the buffer.
   void free_on(CUstream stream);
   ~DeviceBuffer();
