@@ -47,6 +47,8 @@ struct Driver::EntryPoints {
   PFN_cuMemsetD8_v3020 memset_d8 = nullptr;
   PFN_cuPointerGetAttribute_v4000 pointer_get_attribute = nullptr;
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
+  PFN_cuStreamCreate_v2000 stream_create = nullptr;
+  PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
   PFN_cuEventCreate_v2000 event_create = nullptr;
   PFN_cuEventRecord_v2000 event_record = nullptr;
   PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
@@ -172,6 +174,8 @@ Driver* Driver::create(std::string& reason) {
   need(api->memset_d8, "cuMemsetD8", 3020);
   need(api->pointer_get_attribute, "cuPointerGetAttribute", 4000);
   need(api->stream_synchronize, "cuStreamSynchronize", 2000);
+  need(api->stream_create, "cuStreamCreate", 2000);
+  need(api->stream_destroy, "cuStreamDestroy", 4000);
   need(api->event_create, "cuEventCreate", 2000);
   need(api->event_record, "cuEventRecord", 2000);
   need(api->stream_wait_event, "cuStreamWaitEvent", 3020);
@@ -424,6 +428,16 @@ bool Driver::is_device_pointer(const void* ptr) {
 
 void Driver::stream_synchronize(CUstream stream) {
   check(api_->stream_synchronize(stream), "cuStreamSynchronize");
+}
+
+CUstream Driver::stream_create(unsigned flags) {
+  CUstream stream = nullptr;
+  check(api_->stream_create(&stream, flags), "cuStreamCreate");
+  return stream;
+}
+
+void Driver::stream_destroy(CUstream stream) {
+  check(api_->stream_destroy(stream), "cuStreamDestroy");
 }
 
 CUevent Driver::event_create(unsigned flags) {

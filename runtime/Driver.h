@@ -101,6 +101,10 @@ class Driver {
 
   // Streams and events.
   void stream_synchronize(CUstream stream);
+  // A stream of the current context (CU_STREAM_DEFAULT: it synchronises with the legacy null
+  // stream; CU_STREAM_NON_BLOCKING: it does not), and its destruction (its work still completes).
+  CUstream stream_create(unsigned flags = CU_STREAM_DEFAULT);
+  void stream_destroy(CUstream stream);
   CUevent event_create(unsigned flags = CU_EVENT_DEFAULT);
   void event_record(CUevent event, CUstream stream);
   // Work submitted to `stream` after this call waits for `event`'s last record (no host wait).

@@ -86,6 +86,22 @@ struct Case {
   bool i64_targets = false;
   bool copy_ordered_weights = true;  // LinearCeOptions::copy_ordered_weights
   bool weight_grad_16 = false;       // dC outputs in E's dtype rather than f32
+  // The forward on one stream, the backward on another that waits for it (an event), and the
+  // state dropped as soon as the backward is enqueued, before either stream has finished.
+  bool two_streams = false;
+};
+
+// A stream of the current context for a scope.
+class ScopedStream {
+ public:
+  ScopedStream() : stream_(Driver::get()->stream_create()) {}
+  ~ScopedStream() { Driver::get()->stream_destroy(stream_); }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  CUstream get() const { return stream_; }
+
+ private:
+  CUstream stream_;
 };
 
 inline std::string layout_text(const std::vector<SegSpec>& segs) {
@@ -176,8 +192,8 @@ class Problem {
             targets_[r] < c.segments[i].begin + c.segments[i].size)
           seg = i, row = targets_[r] - c.segments[i].begin;
       for (int64_t k = 0; k < dt; ++k) {
-        float lean = c.peak > 0 && row >= 0 ? float(c.peak) * teacher_weights_[seg][row * dt + k]
-                                            : 0.f;
+        float lean =
+            c.peak > 0 && row >= 0 ? float(c.peak) * teacher_weights_[seg][row * dt + k] : 0.f;
         teacher_hidden_[r * dt + k] = lean + normal(rng);
       }
     }
@@ -229,7 +245,8 @@ class Problem {
     }
     TensorView targets;
     if (c.i64_targets) {
-      keep.push_back(DeviceBuffer::from_host(std::vector<int64_t>(targets_.begin(), targets_.end())));
+      keep.push_back(
+          DeviceBuffer::from_host(std::vector<int64_t>(targets_.begin(), targets_.end())));
       targets = TensorView::contiguous(keep.back().data(), DType::I64, {c.n},
                                        TensorView::Where::Device, "targets");
     } else {
@@ -244,8 +261,10 @@ class Problem {
     options.vocab_ordering = c.ordering;
     options.vocab_order = c.order;
     options.copy_ordered_weights = c.copy_ordered_weights;
-    LinearCeForward fwd =
-        linear_cross_entropy_forward(prog_, E, bind, targets, options, nullptr, outs, teacher);
+    std::optional<ScopedStream> fwd_stream, bwd_stream;  // outlive the state freed on them
+    if (c.two_streams) fwd_stream.emplace(), bwd_stream.emplace();
+    LinearCeForward fwd = linear_cross_entropy_forward(
+        prog_, E, bind, targets, options, fwd_stream ? fwd_stream->get() : nullptr, outs, teacher);
 
     const bool none = prog_.reduction == Reduction::None;
     std::vector<float> upstream(none ? c.n : 1, 1.f);
@@ -262,7 +281,16 @@ class Problem {
                                                 : output(s.size * c.d, {s.size, c.d}, "dC"));
       gouts.d_bias.push_back(s.bias ? std::optional(output(s.size, {s.size}, "db")) : std::nullopt);
     }
-    LinearCeGradients g = linear_cross_entropy_backward(fwd, grad_loss, nullptr, gouts);
+    if (c.two_streams) {
+      Driver& d = *Driver::get();
+      CUevent forward_done = d.event_create(CU_EVENT_DISABLE_TIMING);
+      d.event_record(forward_done, fwd_stream->get());
+      d.stream_wait_event(bwd_stream->get(), forward_done);
+      d.event_destroy(forward_done);
+    }
+    LinearCeGradients g = linear_cross_entropy_backward(
+        fwd, grad_loss, bwd_stream ? bwd_stream->get() : nullptr, gouts);
+    if (c.two_streams) fwd.state.reset();  // its workspace goes back after both streams' work
     Driver::get()->context_synchronize();
 
     RefLinearCe ref;
@@ -294,9 +322,9 @@ class Problem {
                .teacher_hidden = teacher_hidden_.data(),
                .teacher_dim = dt};
       for (size_t i = 0; c.kl->own_teacher && i < c.segments.size(); ++i)
-        kl.teacher_segments.push_back(
-            {c.segments[i].begin, c.segments[i].size, teacher_weights_[i].data(),
-             c.segments[i].bias ? teacher_biases_[i].data() : nullptr});
+        kl.teacher_segments.push_back({c.segments[i].begin, c.segments[i].size,
+                                       teacher_weights_[i].data(),
+                                       c.segments[i].bias ? teacher_biases_[i].data() : nullptr});
       ref.kl = kl;
     }
     RefLinearCeResult want = reference_linear_ce(ref);
@@ -399,8 +427,8 @@ class Problem {
     };
     const double dh_scale = max_abs(want.d_hidden);
     for (size_t i = 0; i < got_dh.size(); ++i)
-      expect_within("dE", got_dh[i], want.d_hidden[i], thr * w[i / c.d] * col_c[i % c.d],
-                    dh_scale, i);
+      expect_within("dE", got_dh[i], want.d_hidden[i], thr * w[i / c.d] * col_c[i % c.d], dh_scale,
+                    i);
     for (size_t s = 0; s < c.segments.size(); ++s) {
       std::vector<float> got = host(g.d_weight[s]);
       const double scale = max_abs(want.d_weight[s]);

@@ -22,6 +22,21 @@ TEST_F(LinearCeGpu, OrderedByAverageLogit) {
   EXPECT_LT(ordered.surviving(), 0.3);
 }
 
+// The ordered path (position-order weight copy, staged rows, pool scratch) with the forward and
+// the backward on different streams and the state dropped before either is done: the workspace
+// pool must not hand the state's memory to the next step before the backward has read it.
+TEST_F(LinearCeGpu, OrderedStateDroppedAcrossStreams) {
+  Case c = prior_case("prior_two_streams", VocabOrdering::AverageLogit);
+  c.two_streams = true;
+  Problem p(c);
+  p.check();
+  EXPECT_TRUE(p.ordered_forward());
+  const std::vector<float> first = p.last_d_hidden();
+  p.check();  // a second step reuses the pool's memory
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0)
+      << "the second step's dE differs from the first's";
+}
+
 TEST_F(LinearCeGpu, OrderedForwardOverEveryTileMatchesTheExactResult) {
   Problem exact(flat_case("flat_exact", 0, VocabOrdering::Natural));
   exact.check();
@@ -190,8 +205,8 @@ TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
   c.dtype = DType::F16;
   c.peak = 10;
   c.kl = Case::Kl{.alpha = 1, .temperature = 1, .own_teacher = true, .teacher_d = 64};
-  c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) +
-              "  reduction = none\n}\n";
+  c.program =
+      "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "  reduction = none\n}\n";
   Problem p(c);
   p.check();
   EXPECT_TRUE(p.ordered_forward());
