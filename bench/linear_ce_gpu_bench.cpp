@@ -317,8 +317,9 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
     d.stream_synchronize(nullptr);
   }));
   // What the forward keeps for the backward: not what the pool keeps reserved and unused.
-  const double after_fwd = double(probe.free_bytes()) +
-                           double(workspace_pool_held_bytes() - workspace_pool_in_use_bytes());
+  const double after_fwd =
+      double(probe.free_bytes()) +
+      std::max(0.0, double(workspace_pool_held_bytes()) - double(workspace_pool_in_use_bytes()));
   outs = grad_outputs(shape, weight_grad_16);
   LinearCeGradients g;
   const double least_bwd = double(probe.min_free_during([&] {

@@ -284,8 +284,8 @@ typedef struct tj_segment_gradients {
 /* Gradients into caller-allocated tensors, placed like the forward's: d_hidden like hidden
  * (host: f32, bf16 or f16; device: f32), one tj_segment_gradients per segment. grad_loss is
  * f32: one element (dL/dloss) for reductions mean and sum, [N] for none. On the GPU the state's
- * workspace is freed in the order of the streams that used it, so the state may be destroyed
- * while that work runs; those streams must outlive the state. */
+ * workspace is freed in stream order after the forward's and the backwards' work, so the state
+ * may be destroyed while that work runs; the forward's stream must outlive the state. */
 TJ_API tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tensor* grad_loss,
                                        const tj_tensor* d_hidden,
                                        const tj_segment_gradients* segments, int32_t num_segments,

@@ -57,14 +57,12 @@ DeviceBuffer DeviceBuffer::on_stream(size_t bytes, CUstream stream) {
   return b;
 }
 
-void DeviceBuffer::free_on(CUstream stream) {
+void DeviceBuffer::used_on(CUstream stream) {
   if (!order_ || stream == order_->stream) return;
   ContextScope in(order_->context);
   Driver& d = *Driver::get();
-  CUevent done = d.event_create(CU_EVENT_DISABLE_TIMING);
-  d.event_record(done, order_->stream);
-  order_->after.push_back(done);
-  order_->stream = stream;
+  order_->after.push_back(d.event_create(CU_EVENT_DISABLE_TIMING));  // destroyed by release()
+  d.event_record(order_->after.back(), stream);
 }
 
 DeviceBuffer::~DeviceBuffer() { release(); }
@@ -86,7 +84,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::release() noexcept {
   try {
-    if (order_) {  // in its context's stream order, after the work of the streams it left
+    if (order_) {  // in its context's stream order, after the other streams' uses
       ContextScope in(order_->context);
       Driver& d = *Driver::get();
       for (CUevent e : order_->after) {

@@ -17,17 +17,17 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);  // requires a driver and a current context
-  // Usable by work enqueued on `stream` from now on, and freed on `stream` when destroyed: every
-  // use must be enqueued on `stream` (or ordered before the free by the caller). The copy and
+  // Usable by work enqueued on `stream` from now on, and freed on `stream` when destroyed (which
+  // must outlive it): every use must be enqueued on `stream`, or on another stream named by
+  // used_on, or be ordered before the free by the caller. The copy and
   // fill helpers below are not ordered on `stream`: not for such buffers. On a device without
   // memory pools: an ordinary allocation (its release waits for the device).
   static DeviceBuffer on_stream(size_t bytes, CUstream stream);
-  // An on_stream buffer is freed on `stream` instead: after the work enqueued there before the
-  // free and after the work enqueued so far on the streams it was to be freed on until now (an
-  // event each, which `stream` waits for when the buffer is freed: later work on `stream` waits
-  // for them too). For a buffer whose later uses moved to another stream. Nothing for an
-  // ordinary allocation. Every such stream must outlive the buffer.
-  void free_on(CUstream stream);
+  // An on_stream buffer's free (on its allocation stream) also waits for the work enqueued on
+  // `stream` so far: call it once another stream's last use of the buffer is enqueued. An event
+  // on `stream`, which the allocation stream waits for when the buffer is freed (its later work
+  // too). Nothing for an ordinary allocation or for the allocation stream itself.
+  void used_on(CUstream stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -57,8 +57,8 @@ class DeviceBuffer {
 
  private:
   void release() noexcept;
-  // An on_stream buffer's release: on which stream, in the context it was allocated in (the
-  // null stream is the current context's), after which other streams' work.
+  // An on_stream buffer's release: on the stream it was allocated on, in the context it was
+  // allocated in (the null stream is the current context's), after which other streams' work.
   struct StreamOrder {
     CUstream stream = nullptr;
     CUcontext context = nullptr;

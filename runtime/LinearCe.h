@@ -174,8 +174,8 @@ struct LinearCeForward {
   float filter_threshold = 0;  // the one backward uses (0: exact)
   bool vocab_ordered = false;  // the tiles followed a vocabulary order
   // The forward's workspace (rows, partials, kept rows): from the workspace pool, freed when the
-  // last reference goes, in the stream order of the calls that used it (this forward's stream
-  // and any backward's, which must outlive it); that never waits for the GPU. Outputs the
+  // last reference goes, on this forward's stream (which must outlive it) after the work any
+  // backward enqueued on its own; that never waits for the GPU. Outputs the
   // library allocated (those the caller did not pass) are freed with cuMemFree, which does.
   std::shared_ptr<const LinearCeState> state;
 };

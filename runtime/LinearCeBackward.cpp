@@ -74,7 +74,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     layout.seg[s].d_bias = static_cast<float*>(g.d_bias[s]->data);
   }
   g.storage = storage;
-  st.release_after(stream);  // the forward's buffers outlive the reads enqueued below
+  // The forward's buffers are freed only after the reads this call enqueues on `stream`: an
+  // event there once it returns (or throws) with everything enqueued.
+  struct UsedUntilReturn {
+    const LinearCeState& st;
+    CUstream stream;
+    ~UsedUntilReturn() { st.used_on(stream); }
+  } used_until_return{st, stream};
 
   // The backward's scratch, in `stream`'s order: freed when this call returns, once the kernels
   // enqueued here are done (nothing here waits for the GPU).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -105,8 +106,8 @@ struct LinearCeState {
   std::vector<SegmentBinding> teacher_segments;
   linear_ce::CeTeacher teacher;
   LinearCeWorkspace ws;
-  // In the forward's stream order (DeviceBuffer::on_stream), freed with the state in the order of
-  // the streams that used them: a backward adds its own (release_after), hence mutable.
+  // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the forward's
+  // stream after the backwards' work on theirs (used_on), hence mutable.
   mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]
   mutable DeviceBuffer forward;      // the workspace's forward part: [0, ws.row_grad.offset)
   mutable std::mutex release_mutex;  // backwards on several threads
@@ -116,12 +117,17 @@ struct LinearCeState {
   int32_t* kept() const { return targets32() + n_rows; }
   int32_t* slot() const { return targets32() + 2 * n_rows; }
   int32_t* status() const { return targets32() + 3 * n_rows; }
-  // The buffers above are freed on `stream` (a backward's, from its first launch on), after the
-  // work enqueued so far on the streams they were to be freed on.
-  void release_after(CUstream stream) const {
-    std::lock_guard lock(release_mutex);
-    rows.free_on(stream);
-    forward.free_on(stream);
+  // The buffers above are freed after the work enqueued on `stream` so far too (a backward's,
+  // once all its launches are enqueued). Never throws: a driver failure here is reported, and
+  // the buffers are then freed after the forward's stream alone.
+  void used_on(CUstream stream) const noexcept {
+    try {
+      std::lock_guard lock(release_mutex);
+      rows.used_on(stream);
+      forward.used_on(stream);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
+    }
   }
   template <class T>
   T* fwd(const WorkspaceSlice& s) const {

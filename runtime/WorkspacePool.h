@@ -10,8 +10,8 @@
 //   What keeping costs: a step's peak then includes what an earlier part of it freed and a later
 // part did not reuse (the backward runs beside the pool's copy of the forward's position-order
 // weights, reserved though freed), and the memory stays reserved between steps, invisible to
-// other allocators (PyTorch's). An on_stream buffer is freed on a stream (DeviceBuffer.h):
-// that stream must outlive it.
+// other allocators (PyTorch's). An on_stream buffer is freed on the stream it was
+// allocated on (DeviceBuffer.h): that stream must outlive it.
 #pragma once
 
 #include <cuda.h>

@@ -261,7 +261,7 @@ class Problem {
     options.vocab_ordering = c.ordering;
     options.vocab_order = c.order;
     options.copy_ordered_weights = c.copy_ordered_weights;
-    std::optional<ScopedStream> fwd_stream, bwd_stream;  // outlive the state freed on them
+    std::optional<ScopedStream> fwd_stream, bwd_stream;  // outlive the state
     if (c.two_streams) fwd_stream.emplace(), bwd_stream.emplace();
     LinearCeForward fwd = linear_cross_entropy_forward(
         prog_, E, bind, targets, options, fwd_stream ? fwd_stream->get() : nullptr, outs, teacher);

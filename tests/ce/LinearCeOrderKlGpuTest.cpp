@@ -23,8 +23,10 @@ TEST_F(LinearCeGpu, OrderedByAverageLogit) {
 }
 
 // The ordered path (position-order weight copy, staged rows, pool scratch) with the forward and
-// the backward on different streams and the state dropped before either is done: the workspace
-// pool must not hand the state's memory to the next step before the backward has read it.
+// the backward on different streams and the state dropped as soon as the backward is enqueued:
+// right results, and the same again from a second step served by the pool. A smoke test of the
+// two-stream path: it cannot catch a free ordered too early, since the filtered backward
+// synchronises its stream mid-call and nothing allocates before the next synchronisation.
 TEST_F(LinearCeGpu, OrderedStateDroppedAcrossStreams) {
   Case c = prior_case("prior_two_streams", VocabOrdering::AverageLogit);
   c.two_streams = true;
