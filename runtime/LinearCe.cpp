@@ -391,8 +391,9 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
-  ordered_weights
-      .clear();  // freed in stream order once the kernel is done; the host waits for nothing
+  // The copies go back to the pool in stream order once the kernel is done: the host waits for
+  // nothing.
+  ordered_weights.clear();
 
   CeMergeParams q;
   q.part_max = p.part_max;
