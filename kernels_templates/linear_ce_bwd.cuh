@@ -25,11 +25,17 @@
 // Tiles are tiles of positions of a segment's vocabulary order (linear_ce_common.cuh): weight
 // rows are gathered through it, and dC / dbias rows are written to the weights' own rows.
 //
-// Work is done per vocabulary chunk (a run of tiles) through a bounded bf16/fp16 staging buffer
-// for G (rows padded to 128, chunk columns): for each chunk linear_ce_grad recomputes hot tiles
-// (tensor cores) and writes G, then the products (linear_ce_products.cuh) read it: dE, dC, dbias.
-// Launch shape of the grad kernel: CeGradCta (threads, dynamic smem), whichever tile loop runs;
-// chunk_tiles <= 1024.
+// G. Only visited (row tile, vocabulary tile) pairs are recomputed and stored. They are numbered
+// tile by tile, each tile's in ascending row tile order (linear_ce_col_lists / _pair_offsets /
+// _pair_list): the k-th visited row tile of `tile` is pair pair_first[tile] + k, and G stores
+// each pair as one 128 x 128 block (rows = the row tile's kept rows, columns = the tile's ids;
+// row stride 128 elements). Work is done per vocabulary chunk (a run of at most 1024 tiles whose
+// blocks, with their staged weight rows, fit the bounded bf16/fp16 buffer the host plans from
+// the pairs' counts, runtime/LinearCeWorkspace.h): for each chunk linear_ce_grad writes the
+// chunk's blocks (the chunk's first pair is block 0), then the products (linear_ce_products.cuh)
+// read them: dE, dC, dbias. A sparse backward then needs as few chunks as its visited pairs fill,
+// and launches no CTA for a pair it skips. Launch shape of the grad kernel: CeGradCta (threads,
+// dynamic smem), whichever tile loop runs; grid (the chunk's pairs).
 #pragma once
 
 #include "ce_wgmma.cuh"
@@ -49,13 +55,16 @@ struct CeBwdParams {
                                         // sparse target correction: every tile is visited)
   int* target_slot = nullptr;           // [n_kept] the target's slot (id_slot)
   const unsigned char* tile_class = nullptr;  // [row tiles, num_tiles]
-  const int* row_list = nullptr;   // [row tiles, num_tiles]: visited vocab tiles, ascending
-  const int* row_count = nullptr;  // [row tiles]
-  const int* col_list = nullptr;   // [num_tiles, row tiles]: visited row tiles, ascending
-  const int* col_count = nullptr;  // [num_tiles]
-  u16* grad = nullptr;             // staging G: [row tiles * 128, chunk_tiles * 128]
-  long long grad_stride = 0;
-  float* d_hidden = nullptr;  // [n_rows, dim] fp32 (original rows)
+  const int* row_list = nullptr;      // [row tiles, num_tiles]: visited vocab tiles, ascending
+  const int* row_count = nullptr;     // [row tiles]
+  const int* col_list = nullptr;      // [num_tiles, row tiles]: visited row tiles, ascending
+  const int* col_count = nullptr;     // [num_tiles]
+  const int* pair_rank = nullptr;     // [row tiles, num_tiles]: a visited pair's place in its tile
+  const int* pair_first = nullptr;    // [num_tiles + 1]: the first pair of each tile
+  const int* staged_first = nullptr;  // [num_tiles + 1]: the staged tiles before each tile
+  const int2* pair_list = nullptr;    // [pairs]: (tile, row tile)
+  u16* grad = nullptr;                // G: the chunk's pairs' 128 x 128 blocks
+  float* d_hidden = nullptr;          // [n_rows, dim] fp32 (original rows)
   long long d_hidden_stride = 0;
   const float* weight_colsum = nullptr;  // [dim] sum_v C_v (analytic smoothing) or nullptr
   const float* hidden_wsum = nullptr;    // [dim] sum_r g_r E_r (analytic smoothing)
@@ -116,14 +125,25 @@ __device__ __forceinline__ float grad_entry(const GradRowTerms& t, bool subtract
   return t.row_grad * gd * lg;
 }
 
-// Copies the staged 128 x 128 G tile to the staging buffer (16-byte stores).
-__device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16* stage, int rt,
-                                                int ct) {
+// G's block of the k-th visited row tile of `tile` within this chunk ("G" above), and the
+// chunk's staged weight tile of `tile` (linear_ce_stage_weights).
+__device__ __forceinline__ int chunk_block(const CeBwdParams& p, int tile, int k) {
+  return p.pair_first[tile] - p.pair_first[p.chunk_first] + k;
+}
+__device__ __forceinline__ int chunk_staged_tile(const CeBwdParams& p, int tile) {
+  return p.staged_first[tile] - p.staged_first[p.chunk_first];
+}
+// G's row `r` of `block`: 128 contiguous entries.
+__device__ __forceinline__ long long grad_block_row(int block, int r) {
+  return ((long long)block * kTileRows + r) * kTileIds;
+}
+
+// Copies the staged 128 x 128 G tile to its block of G (16-byte stores).
+__device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16* stage, int block) {
   for (int c = threadIdx.x; c < kTileRows * 16; c += blockDim.x) {
     int r = c >> 4, ch = c & 15;
     uint4 v = *reinterpret_cast<const uint4*>(stage + r * kStageStride + ch * 8);
-    *reinterpret_cast<uint4*>(p.grad + (long long)(rt * kTileRows + r) * p.grad_stride +
-                              ct * kTileIds + ch * 8) = v;
+    *reinterpret_cast<uint4*>(p.grad + grad_block_row(block, r) + ch * 8) = v;
   }
 }
 
@@ -146,7 +166,7 @@ struct CeGradCtaOf<true> {
 };
 #endif
 
-// Grid (row tiles, chunk tiles); CeGradCta::kThreads threads (launch bounds: two CTAs per SM;
+// Grid (the chunk's pairs); CeGradCta::kThreads threads (launch bounds: two CTAs per SM;
 // one with kKl, whose second GEMM recomputes the teacher's tile: ks = max(ceil(D / 64),
 // ceil(D_t / 64)) K steps each, as in linear_ce_fwd_kl).
 template <class Prog, class Args, bool kF16, bool kKl = false, bool kSm90Loop = false>
@@ -157,8 +177,9 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const CeTeacher& T = p.kl.teacher;
-  const int rt = blockIdx.x, ct = blockIdx.y, tile = p.chunk_first + ct;
-  if (!(p.tile_class[(long long)rt * L.num_tiles + tile] & kTileHot)) return;
+  const int block = blockIdx.x;
+  const int2 pair = p.pair_list[p.pair_first[p.chunk_first] + block];
+  const int tile = pair.x, rt = pair.y;
   const int row0 = rt * kTileRows;
   const int s = tile_segment(L, tile);
   const CeSegment& S = L.seg[s];
@@ -252,7 +273,7 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
       }
     }
   __syncthreads();
-  store_grad_tile(p, stage, rt, ct);
+  store_grad_tile(p, stage, block);
 }
 
 // Grid (ceil(n_kept / 256)), 256 threads: per kept row, its target's slot and the fp32 entry of
@@ -265,9 +286,9 @@ __device__ __forceinline__ void linear_ce_target_grad(const Args& args, const Ce
   p.target_slot[k] = id_slot(p.layout, id);
   const float tz = kKl ? p.kl.teacher_target_logit[k] : 0.f;
   const float lg = LogitHooks<Prog, Args, true>(args).at_row(orig).grad(p.target_raw[k], id);
-  p.target_grad[k] = grad_entry<kKl>(grad_row_terms<kKl>(p, k),
-                                     !(Prog::kLogitIsIdentity && p.weight_colsum),
-                                     p.target_logit[k], tz, lg, true);
+  p.target_grad[k] =
+      grad_entry<kKl>(grad_row_terms<kKl>(p, k), !(Prog::kLogitIsIdentity && p.weight_colsum),
+                      p.target_logit[k], tz, lg, true);
 }
 
 #ifndef __CUDACC_RTC__

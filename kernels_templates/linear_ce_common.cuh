@@ -59,10 +59,10 @@ struct CeSegment {
   const int* rank = nullptr;    // [size] weight row -> position (order's inverse), or nullptr
   long long weight_stride = 0;
   long long d_weight_stride = 0;
-  int begin = 0;       // global id of row 0
-  int size = 0;        // V_s
-  int first_tile = 0;  // global tile number of position 0
-  int d_weight_16 = 0; // 1: d_weight holds E's 16-bit type (rounded once per entry), else fp32
+  int begin = 0;        // global id of row 0
+  int size = 0;         // V_s
+  int first_tile = 0;   // global tile number of position 0
+  int d_weight_16 = 0;  // 1: d_weight holds E's 16-bit type (rounded once per entry), else fp32
 };
 
 struct CeLayout {
@@ -176,6 +176,35 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// Exclusive prefix sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), in
+// thread order; *total receives the block's sum. Uses `scratch` (33 ints).
+__device__ __forceinline__ int block_exclusive_sum(int v, int* scratch, int* total) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  if (lane == 31) scratch[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nwarps ? scratch[lane] : 0, wincl = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int u = __shfl_up_sync(0xffffffffu, wincl, o);
+      if (lane >= o) wincl += u;
+    }
+    if (lane < nwarps) scratch[lane] = wincl - w;
+    if (lane == 31) scratch[32] = wincl;
+  }
+  __syncthreads();
+  int pos = scratch[warp] + incl - v;
+  *total = scratch[32];
+  __syncthreads();
+  return pos;
 }
 
 // Exclusive prefix count of `flag` over the block (blockDim.x a multiple of 32, at most 1024),

@@ -43,16 +43,19 @@ __device__ __forceinline__ void linear_ce_average_logit(const u16* weight, long 
 // The weight rows that the backward's dE product of one vocabulary chunk reads from segments
 // with an order, staged in visiting order so that the Hopper products bring them by TMA as they
 // do an unordered segment's (a gathered tile by cp.async ran the product at a third of the speed:
-// dE = G . C reads 64 scattered rows per step): `staged` row t * kTileIds + i holds the weight
-// row at position i of the chunk's t-th tile, for each tile some row tile visits (col_count > 0)
-// in a segment with an order; its rows past the segment are zero. Other rows are left as they
-// are (nothing reads them). Grid (chunk tiles, kTileIds / 8), 256 threads: 8 rows per block.
+// dE = G . C reads 64 scattered rows per step): only the tiles some row tile visits
+// (col_count > 0) in a segment with an order are staged, in tile order; `staged` row
+// j * kTileIds + i holds the weight row at position i of the chunk's j-th such tile
+// (staged_first, linear_ce_pair_offsets); its rows past the segment are zero. Grid (chunk tiles,
+// kTileIds / 8), 256 threads: 8 rows per block.
 __device__ __forceinline__ void linear_ce_stage_weights(const CeLayout& L, const int* col_count,
-                                                        int chunk_first, int dim, u16* staged) {
+                                                        const int* staged_first, int chunk_first,
+                                                        int dim, u16* staged) {
   const int tile = chunk_first + blockIdx.x;
   if (col_count[tile] == 0) return;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   if (!S.order) return;
+  const long long slot = staged_first[tile] - staged_first[chunk_first];
   const int chunks = dim / 8;  // 16-byte chunks per row
   for (int e = threadIdx.x; e < 8 * chunks; e += blockDim.x) {
     const int i = blockIdx.y * 8 + e / chunks, c = e % chunks;
@@ -60,16 +63,16 @@ __device__ __forceinline__ void linear_ce_stage_weights(const CeLayout& L, const
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (pos < S.size)
       v = reinterpret_cast<const uint4*>(S.weight + (long long)S.order[pos] * S.weight_stride)[c];
-    reinterpret_cast<uint4*>(staged + ((long long)blockIdx.x * kTileIds + i) * dim)[c] = v;
+    reinterpret_cast<uint4*>(staged + (slot * kTileIds + i) * dim)[c] = v;
   }
 }
 
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
 __global__ void linear_ce_stage_weights_kernel(const __grid_constant__ CeLayout L,
-                                               const int* col_count, int chunk_first, int dim,
-                                               u16* staged) {
-  linear_ce_stage_weights(L, col_count, chunk_first, dim, staged);
+                                               const int* col_count, const int* staged_first,
+                                               int chunk_first, int dim, u16* staged) {
+  linear_ce_stage_weights(L, col_count, staged_first, chunk_first, dim, staged);
 }
 __global__ void linear_ce_average_logit_kernel(const u16* weight, long long stride, const u16* bias,
                                                int size, const float* hidden_sum, float scale,

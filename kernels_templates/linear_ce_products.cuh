@@ -120,7 +120,8 @@ __device__ __forceinline__ void write_unvisited_dweight_tile(const CeBwdParams& 
   const float smooth = p.weight_colsum ? -p.uniform : 0.f;
   const int elem_bytes = S.d_weight_16 ? 2 : 4;
   const bool wide = ((reinterpret_cast<unsigned long long>(S.d_weight) |
-                      (unsigned long long)(S.d_weight_stride * elem_bytes)) & 15) == 0;
+                      (unsigned long long)(S.d_weight_stride * elem_bytes)) &
+                     15) == 0;
   const int per_store = wide ? 16 / elem_bytes : 2;  // cols is a multiple of 8 (dim is)
   const int stores = cols / per_store;
   for (int i = threadIdx.x; i < rows * stores; i += blockDim.x) {
@@ -196,7 +197,7 @@ struct CeProductCtaOf<true> {
 
 // The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
 // one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
-// load_kmajor / load_mnmajor lay them out. `grad`: the staged G [row tiles * 128, chunk ids];
+// load_kmajor / load_mnmajor lay them out. `grad`: G's blocks [blocks * 128, 128];
 // `hidden`: the kept rows of E [n_kept, dim]; `staged`: the chunk's weight rows of segments
 // with an order, in visiting order (linear_ce_stage_weights; only dE reads weights); `weight`:
 // each segment's rows [size, dim]. Read only by the warp-specialised Hopper loop.
@@ -211,7 +212,8 @@ template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeProductMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
-  __shared__ int tiles[1024];
+  __shared__ int tiles[1024];   // the chunk's visited tiles of this row tile, in order
+  __shared__ int blocks[1024];  // ... and their blocks of G
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
@@ -241,7 +243,11 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __syncthreads();
   const int a = range[0], count = range[1] - range[0];
   if (count == 0 && !p.first_chunk) return;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) tiles[i] = list[a + i];
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    const int tile = list[a + i];
+    tiles[i] = tile;
+    blocks[i] = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
+  }
   __syncthreads();
 
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
@@ -251,37 +257,37 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
     load_kmajor<kTileRows, Cta::kLoadThreads>(
         a_tile,
-        CeOperand{p.grad + rt * kTileRows * p.grad_stride + (tile - p.chunk_first) * kTileIds +
-                      half * 64,
-                  p.grad_stride, kTileRows, 64},
+        CeOperand{p.grad + grad_block_row(blocks[step >> 1], 0) + half * 64, kTileIds, kTileRows,
+                  64},
         Cta::load_thread());
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
                                              Cta::load_thread());
   };
   // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and the weights'
   // 64 x 256 tile (four panels), from the segment's rows or, with an order, from the staged rows
-  // (at the step's columns of G: the chunk's tiles in visiting order).
+  // (the chunk's staged tiles in visiting order).
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
     const int tile = tiles[step >> 1], half = step & 1;
     const int si = tile_segment(L, tile);
     const CeSegment& S = L.seg[si];
     tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
-    const int gx = (tile - p.chunk_first) * kTileIds + half * 64;
 #pragma unroll
     for (int j = 0; j < kTileRows / 64; ++j)
-      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, gx, rt * kTileRows + 64 * j, full);
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, half * 64,
+                       blocks[step >> 1] * kTileRows + 64 * j, full);
     const u32 b_tile = a_tile + Cta::kAElems * 2;
     const bool staged = S.order != nullptr;
     const tjk::TmaDescriptor* b_map = staged ? &maps.staged : &maps.weight[si];
-    const int b_row = staged ? gx : (tile - S.first_tile) * kTileIds + half * 64;
+    const int b_row =
+        (staged ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds + half * 64;
 #pragma unroll
     for (int j = 0; j < Cta::kN / 64; ++j)
       tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
   };
   typename Cta::Acc acc;
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
-  if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
-                                            acc, load_boxes, /*tma_only=*/true))
+  if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc,
+                                            load_boxes, /*tma_only=*/true))
     return;  // a loading warpgroup: done
   // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
   // new region (see linear_ce_grad).
@@ -338,6 +344,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   const int count = p.col_count[tile];
+  const int block0 = count > 0 ? chunk_block(p, tile, 0) : 0;  // its pairs' blocks follow
   // A tile that no row tile visits and no target correction lands in is its smoothing term
   // alone (or zero): every thread writes it out at once, without the ring (the later chunks of
   // a filtered backward are mostly such tiles; dC of a Gemma-2 state step: -3% under ncu).
@@ -351,12 +358,12 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
     load_mnmajor<kTileIds, Cta::kLoadThreads>(
         a_tile,
-        CeOperand{p.grad + k0 * p.grad_stride + ct * kTileIds, p.grad_stride, 64, kTileIds},
+        CeOperand{p.grad + grad_block_row(block0 + (step >> 1), (step & 1) * 64), kTileIds, 64,
+                  kTileIds},
         Cta::load_thread());
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(
         b_tile,
-        CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0,
-                  R.dim - d0},
+        CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0, R.dim - d0},
         Cta::load_thread());
   };
   // The Hopper loop's TMA boxes of a step: G^T's two 64-column panels and E's four.
@@ -365,7 +372,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
 #pragma unroll
     for (int j = 0; j < kTileIds / 64; ++j)
-      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, ct * kTileIds + 64 * j, k0, full);
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, 64 * j,
+                       (block0 + (step >> 1)) * kTileRows + (step & 1) * 64, full);
     const u32 b_tile = a_tile + Cta::kAElems * 2;
 #pragma unroll
     for (int j = 0; j < Cta::kN / 64; ++j)
@@ -375,7 +383,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
   if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                              acc, load_boxes, /*tma_only=*/true))
-    return;  // a loading warpgroup: done
+    return;                                             // a loading warpgroup: done
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;
 
@@ -421,9 +429,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     });
     return;
   }
-  add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
-    staged_tile[at * kStagedStride + d - d0] += v;
-  });
+  add_target_rows_dweight<Cta, kF16>(
+      p, tile, d0, [&](int at, int d, float v) { staged_tile[at * kStagedStride + d - d0] += v; });
   compute_threads_sync<Cta>();
   // Out in E's dtype, two columns per thread and step, rows whole.
   constexpr int kPairs = Cta::kN / 2;
@@ -449,12 +456,11 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   int pos = (tile - S.first_tile) * kTileIds + c % kTileIds;
   if (!S.d_bias || pos >= S.size) return;
-  const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   int count = p.col_count[tile];
   float acc = 0.f;
   for (int i = 0; i < count; ++i) {
-    const u16* g = p.grad + (long long)list[i] * kTileRows * p.grad_stride + c;
-    for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * p.grad_stride]);
+    const u16* g = p.grad + grad_block_row(chunk_block(p, tile, i), 0) + c % kTileIds;
+    for (int r = 0; r < kTileRows; ++r) acc += to_float<kF16>(g[r * kTileIds]);
   }
   if (p.weight_colsum) acc -= p.uniform * p.grad_sum[0];
   if (p.target_grad) acc += target_bias_correction(p, tile * kTileIds + c % kTileIds);

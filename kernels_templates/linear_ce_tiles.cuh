@@ -99,17 +99,60 @@ __device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_cl
   if (threadIdx.x == 0) row_count[rt] = base;
 }
 
-// One thread per vocabulary tile: its visited row tiles, ascending.
+// One thread per vocabulary tile: its visited row tiles, ascending, and each one's rank there
+// (pair_rank[rt, tile]: the pair's place among the tile's, read only for visited pairs).
 __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class, int num_tiles,
                                                     int num_row_tiles, int* col_list,
-                                                    int* col_count) {
+                                                    int* col_count, int* pair_rank) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
   int n = 0;
   for (int rt = 0; rt < num_row_tiles; ++rt)
-    if (tile_class[(long long)rt * num_tiles + t] & kTileHot)
+    if (tile_class[(long long)rt * num_tiles + t] & kTileHot) {
+      pair_rank[(long long)rt * num_tiles + t] = n;
       col_list[(long long)t * num_row_tiles + n++] = rt;
+    }
   col_count[t] = n;
+}
+
+// The visited pairs, numbered tile by tile (linear_ce_bwd.cuh "G"). One block of 1024 threads:
+// pair_first[t] = the pairs of the tiles before t (pair_first[num_tiles] = all of them), and
+// staged_first[t] = the tiles before t whose weight rows the backward stages (visited, in a
+// segment with an order, `stage` set; linear_ce_stage_weights).
+__device__ __forceinline__ void linear_ce_pair_offsets(const CeLayout& L, const int* col_count,
+                                                       int stage, int* pair_first,
+                                                       int* staged_first) {
+  __shared__ int scratch[33];
+  int pairs = 0, staged = 0;
+  for (int c = 0; c < L.num_tiles; c += blockDim.x) {
+    const int t = c + threadIdx.x;
+    const int n = t < L.num_tiles ? col_count[t] : 0;
+    const bool st = n > 0 && stage && L.seg[tile_segment(L, t)].order != nullptr;
+    int pair_total, staged_total;
+    const int pair_pos = block_exclusive_sum(n, scratch, &pair_total);
+    const int staged_pos = block_exclusive_count(st, scratch, &staged_total);
+    if (t < L.num_tiles) {
+      pair_first[t] = pairs + pair_pos;
+      staged_first[t] = staged + staged_pos;
+    }
+    pairs += pair_total;
+    staged += staged_total;
+  }
+  if (threadIdx.x == 0) {
+    pair_first[L.num_tiles] = pairs;
+    staged_first[L.num_tiles] = staged;
+  }
+}
+
+// One thread per vocabulary tile: pair_list[pair] = (tile, row tile) for each of its pairs.
+__device__ __forceinline__ void linear_ce_pair_list(const int* col_list, const int* col_count,
+                                                    const int* pair_first, int num_tiles,
+                                                    int num_row_tiles, int2* pair_list) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= num_tiles) return;
+  const int n = col_count[t], first = pair_first[t];
+  for (int k = 0; k < n; ++k)
+    pair_list[first + k] = make_int2(t, col_list[(long long)t * num_row_tiles + k]);
 }
 
 // Column sums for the analytic smoothing term. Grid (ceil(dim / 256), parts): part j sums rows
@@ -158,8 +201,19 @@ __global__ void __launch_bounds__(256)
   linear_ce_row_lists(tile_class, num_tiles, row_list, row_count);
 }
 __global__ void linear_ce_col_lists_kernel(const unsigned char* tile_class, int num_tiles,
-                                           int num_row_tiles, int* col_list, int* col_count) {
-  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count);
+                                           int num_row_tiles, int* col_list, int* col_count,
+                                           int* pair_rank) {
+  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count, pair_rank);
+}
+__global__ void __launch_bounds__(1024)
+    linear_ce_pair_offsets_kernel(const __grid_constant__ CeLayout L, const int* col_count,
+                                  int stage, int* pair_first, int* staged_first) {
+  linear_ce_pair_offsets(L, col_count, stage, pair_first, staged_first);
+}
+__global__ void linear_ce_pair_list_kernel(const int* col_list, const int* col_count,
+                                           const int* pair_first, int num_tiles, int num_row_tiles,
+                                           int2* pair_list) {
+  linear_ce_pair_list(col_list, col_count, pair_first, num_tiles, num_row_tiles, pair_list);
 }
 __global__ void linear_ce_colsum_part_kernel(const u16* base, long long stride, int n,
                                              const int* rows, const float* weights, int dim,

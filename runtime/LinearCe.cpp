@@ -281,13 +281,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   shape.dim = dim;
   for (const Segment& s : P.segments) shape.segment_sizes.push_back(s.size());
   shape.num_sms = driver->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
-  shape.grad_buffer_bytes = options.grad_buffer_bytes;
-  shape.stage_weights = st->order.tables && K.hopper_products();
   shape.filtering = st->threshold > 0;
   shape.smoothing = P.label_smoothing > 0;
   shape.analytic_smoothing = st->analytic_smoothing;
   shape.kl = P.kl.has_value();
   shape.teacher_dim = st->teacher.dim;
+  st->grad_buffer_bytes = options.grad_buffer_bytes;
   try {
     st->ws = plan_linear_ce(shape);
   } catch (const std::invalid_argument& e) {

@@ -1,8 +1,11 @@
 // The fused linear cross-entropy's backward (runtime/LinearCe.h): classification of the
 // (row tile, vocabulary tile) grid from the forward's tile maxima, the choice between a filtered
-// and the exact backward, and the kernels of kernels_templates/linear_ce_bwd.cuh (G) and
-// linear_ce_products.cuh (dE, dC, dbias) per vocabulary chunk.
+// and the exact backward, the vocabulary chunks that the visited pairs' G blocks fill, and the
+// kernels of kernels_templates/linear_ce_bwd.cuh (G) and linear_ce_products.cuh (dE, dC, dbias)
+// per chunk.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "runtime/LinearCeChecks.h"
@@ -138,7 +141,15 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
   p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
-  // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), and their lists.
+  p.pair_rank = static_cast<int32_t*>(bwd(ws.pair_rank));
+  p.pair_first = static_cast<int32_t*>(bwd(ws.pair_first));
+  p.staged_first = static_cast<int32_t*>(bwd(ws.staged_first));
+  p.pair_list = static_cast<int32_t*>(bwd(ws.pair_list));
+  // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
+  // their weight tiles come by TMA, staged per chunk for segments with an order.
+  const bool sm90_products = K.hopper_products();
+  // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), their lists, and the
+  // visited pairs' numbering (linear_ce_bwd.cuh "G").
   auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
     c.layout = visit;
     c.tile_max = tile_max;
@@ -148,17 +159,21 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
         {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
     run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
-        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count);
+        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count, p.pair_rank);
+    run(K.function(LossModule::Rows, "linear_ce_pair_offsets"), {1}, {1024}, 0, stream, visit,
+        p.col_count, int32_t{sm90_products}, p.pair_first, p.staged_first);
+    run(K.function(LossModule::Rows, "linear_ce_pair_list"), {blocks(num_tiles, 128)}, {128}, 0,
+        stream, p.col_list, p.col_count, p.pair_first, num_tiles, row_tiles, p.pair_list);
   };
   classify(layout, st.threshold > 0 ? st.fwd<uint16_t>(ws.tile_max) : nullptr);
   g.surviving_fraction = 1;
+  // Each vocabulary tile's visited row tiles: all of them, unless the classes are read back.
+  std::vector<int32_t> tile_pairs(num_tiles, row_tiles);
   if (st.threshold > 0) {  // keep filtering (and the order) only if it saves more than it costs
-    std::vector<int32_t> visited_per_row_tile(row_tiles);
     driver->stream_synchronize(stream);
-    driver->memcpy_dtoh(visited_per_row_tile.data(), reinterpret_cast<CUdeviceptr>(p.row_count),
-                        visited_per_row_tile.size() * sizeof(int32_t));
-    int64_t visited = 0;
-    for (int32_t v : visited_per_row_tile) visited += v;
+    driver->memcpy_dtoh(tile_pairs.data(), reinterpret_cast<CUdeviceptr>(p.col_count),
+                        tile_pairs.size() * sizeof(int32_t));
+    const int64_t visited = std::accumulate(tile_pairs.begin(), tile_pairs.end(), int64_t{0});
     const int64_t total = int64_t(row_tiles) * num_tiles;
     g.surviving_fraction = surviving_fraction(visited, total);
     if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
@@ -167,6 +182,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     if (!filter) {  // every tile, natural order: exactly the unfiltered backward
       layout = with_order(layout, nullptr);
       classify(layout, nullptr);
+      std::fill(tile_pairs.begin(), tile_pairs.end(), row_tiles);
     }
   }
   const bool some_skipped = c.tile_max != nullptr;
@@ -185,8 +201,6 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.target_logit = st.fwd<float>(ws.target_logit);
   p.target_raw = st.fwd<float>(ws.target_raw);
   p.row_grad = row_grad;
-  p.grad = bwd(ws.grad);
-  p.grad_stride = ws.grad_stride;
   p.d_hidden = d_hidden;
   p.d_hidden_stride = dh_stride;
   p.num_row_tiles = row_tiles;
@@ -240,29 +254,35 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
                                kCeGradSmemBytes);
-  // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage.
-  const bool sm90_products = K.hopper_products();
   const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
   const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
-  // Their tiles come by TMA: maps of the staged G, the kept rows, the staged weight rows of
-  // ordered segments (each chunk's, staged before its products) and the segments' weights,
-  // 64 x 64 boxes.
-  CeProductMaps maps{};
+  // The chunks: runs of tiles whose visited pairs' G blocks and staged weight tiles (the visited
+  // tiles of segments with an order, on the Hopper products) fit grad_buffer_bytes, in a buffer
+  // of the largest one's size, in `stream`'s order.
+  std::vector<uint8_t> staged_tile(num_tiles, 0);
   bool stage_weights = false;
-  for (int32_t s = 0; s < layout.num_segments; ++s)
-    stage_weights |= sm90_products && layout.seg[s].order != nullptr;
-  void* staged = bwd(ws.staged_weights);
-  TILEJIT_INTERNAL_CHECK(!stage_weights || staged,
-                         "program {}: no staging buffer for the ordered weights", P.name);
+  for (int32_t s = 0; s < layout.num_segments; ++s) {
+    const CeSegment& seg = layout.seg[s];
+    if (!sm90_products || !seg.order) continue;
+    const int32_t end = seg.first_tile + static_cast<int32_t>(blocks(seg.size, kTileIds));
+    for (int32_t t = seg.first_tile; t < end; ++t) staged_tile[t] = tile_pairs[t] > 0;
+    stage_weights = true;
+  }
+  const CeBackwardPlan plan =
+      plan_backward_chunks(tile_pairs, staged_tile, dim, st.grad_buffer_bytes);
+  const DeviceBuffer grad_buffer = DeviceBuffer::on_stream(plan.buffer_bytes, stream);
+  p.grad = grad_buffer.data();
+  // The Hopper products' tiles come by TMA: maps of G's blocks, the kept rows, the chunk's staged
+  // weight rows (after its blocks; encoded per chunk) and the segments' weights, 64 x 64 boxes.
+  CeProductMaps maps{};
+  const bool f16 = st.dtype == DType::F16;
+  auto map = [&](const void* data, int64_t rows, int64_t cols, int64_t stride) {
+    return encode_tensor_map(
+        ce_operand_tensor_map_args(data, rows, cols, stride, kCeProductTmaRows, f16));
+  };
   if (sm90_products) {
-    const bool f16 = st.dtype == DType::F16;
-    auto map = [&](const void* data, int64_t rows, int64_t cols, int64_t stride) {
-      return encode_tensor_map(
-          ce_operand_tensor_map_args(data, rows, cols, stride, kCeProductTmaRows, f16));
-    };
-    maps.grad = map(p.grad, int64_t(row_tiles) * 128, ws.grad_stride, ws.grad_stride);
+    maps.grad = map(p.grad, std::max<int64_t>(plan.max_pairs, 1) * kTileRows, kTileIds, kTileIds);
     maps.hidden = map(p.rows.hidden, n_kept, dim, dim);
-    if (stage_weights) maps.staged = map(staged, ws.grad_stride, dim, dim);
     for (int32_t s = 0; s < layout.num_segments; ++s)
       maps.weight[s] =
           map(layout.seg[s].weight, layout.seg[s].size, dim, layout.seg[s].weight_stride);
@@ -275,20 +295,29 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   bool any_bias = false;
   for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
   const unsigned dtiles = blocks(dim, 256);
-  for (int32_t ch = 0; ch < ws.num_chunks; ++ch) {
-    p.chunk_first = ch * ws.chunk_tiles;
-    p.chunk_tiles = std::min(ws.chunk_tiles, num_tiles - p.chunk_first);
-    p.first_chunk = ch == 0;
-    const unsigned chunk = static_cast<unsigned>(p.chunk_tiles);
-    void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
-    launch(grad, {static_cast<unsigned>(row_tiles), chunk}, {kCeGradThreads}, kCeGradSmemBytes,
-           stream, grad_params);
-    if (stage_weights)
+  const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
+  for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
+    const CeBackwardChunk& ch = plan.chunks[ci];
+    p.chunk_first = ch.first_tile;
+    p.chunk_tiles = ch.tiles;
+    p.first_chunk = ci == 0;
+    const unsigned chunk = static_cast<unsigned>(ch.tiles);
+    if (ch.pairs > 0) {
+      void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
+      launch(grad, {static_cast<unsigned>(ch.pairs)}, {kCeGradThreads}, kCeGradSmemBytes, stream,
+             grad_params);
+    }
+    if (ch.staged_tiles > 0) {
+      void* staged = static_cast<char*>(p.grad) + ch.pairs * CeBackwardPlan::kGradBlockBytes;
+      maps.staged = map(staged, ch.staged_tiles * kTileIds, dim, dim);
       run(stage, {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
-          static_cast<const int32_t*>(p.col_count), p.chunk_first, dim, staged);
-    const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
-    run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,
-        maps);
+          static_cast<const int32_t*>(p.col_count), static_cast<const int32_t*>(p.staged_first),
+          p.chunk_first, dim, staged);
+    }
+    // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
+    if (ch.pairs > 0 || p.first_chunk)
+      run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,
+          maps);
     run(dweight, {chunk, dtiles}, threads, product_smem, stream, p, maps);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }

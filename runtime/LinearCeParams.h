@@ -16,6 +16,7 @@ namespace tilejit::linear_ce {
 
 constexpr int kMaxSegments = 4;
 constexpr int kTileIds = LinearCeWorkspace::kTileIds;
+constexpr int kTileRows = LinearCeWorkspace::kTileRows;
 constexpr int kIgnoredTarget = -1;  // linear_ce_rows.cuh
 
 struct CeSegment {
@@ -103,9 +104,9 @@ struct CeBwdParams {
   int32_t* target_slot = nullptr;
   const unsigned char* tile_class = nullptr;
   const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
-                *col_count = nullptr;
+                *col_count = nullptr, *pair_rank = nullptr, *pair_first = nullptr,
+                *staged_first = nullptr, *pair_list = nullptr;  // pair_list: int2 pairs
   void* grad = nullptr;
-  long long grad_stride = 0;
   float* d_hidden = nullptr;
   long long d_hidden_stride = 0;
   const float *weight_colsum = nullptr, *hidden_wsum = nullptr, *grad_sum = nullptr;

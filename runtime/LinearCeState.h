@@ -106,6 +106,7 @@ struct LinearCeState {
   std::vector<SegmentBinding> teacher_segments;
   linear_ce::CeTeacher teacher;
   LinearCeWorkspace ws;
+  int64_t grad_buffer_bytes = 0;  // the backward's chunks' budget (LinearCeOptions)
   // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the forward's
   // stream after the backwards' work on theirs (used_on), hence mutable.
   mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]

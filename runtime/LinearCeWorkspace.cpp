@@ -47,18 +47,10 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
   }
   const int64_t nk = std::max<int64_t>(s.n_kept, 1);
   ws.row_tiles = int(ceil_div(nk, LinearCeWorkspace::kTileRows));
-  ws.fwd_row_tiles = int(
-      ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));
+  ws.fwd_row_tiles =
+      int(ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));
   choose_splits(ws, s);
 
-  // Per vocabulary tile of a chunk: its column of G and, staged, its weight rows.
-  int64_t tile_col_bytes = int64_t(ws.row_tiles) * 128 * 128 * 2;
-  if (s.stage_weights) tile_col_bytes += int64_t(LinearCeWorkspace::kTileIds) * s.dim * 2;
-  ws.chunk_tiles =
-      int(std::clamp<int64_t>(s.grad_buffer_bytes / tile_col_bytes, 1,
-                              std::min<int64_t>(ws.num_tiles, LinearCeWorkspace::kMaxChunkTiles)));
-  ws.num_chunks = int(ceil_div(ws.num_tiles, ws.chunk_tiles));
-  ws.grad_stride = int64_t(ws.chunk_tiles) * LinearCeWorkspace::kTileIds;
   for (int64_t v : s.segment_sizes) ws.colsum_parts += int(ceil_div(v, ws.colsum_rows_per_part));
   ws.colsum_parts += int(ceil_div(nk, ws.colsum_rows_per_part));
 
@@ -98,8 +90,10 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     take(ws.row_count, 4 * int64_t(ws.row_tiles));
     take(ws.col_list, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
     take(ws.col_count, 4 * int64_t(ws.num_tiles));
-    take(ws.grad, int64_t(ws.row_tiles) * 128 * ws.grad_stride * 2);
-    take(ws.staged_weights, s.stage_weights ? ws.grad_stride * s.dim * 2 : 0);
+    take(ws.pair_rank, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
+    take(ws.pair_first, 4 * (int64_t(ws.num_tiles) + 1));
+    take(ws.staged_first, 4 * (int64_t(ws.num_tiles) + 1));
+    take(ws.pair_list, 8 * int64_t(ws.row_tiles) * ws.num_tiles);
     bool a = s.analytic_smoothing;
     take(ws.colsum_partial, a ? 4 * int64_t(ws.colsum_parts) * s.dim : 0);
     take(ws.weight_colsum, a ? 4 * s.dim : 0);
@@ -115,10 +109,42 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
 std::string describe(const LinearCeWorkspace& ws) {
   std::ostringstream o;
   o << "row_tiles " << ws.row_tiles << ", tiles " << ws.num_tiles << ", splits " << ws.splits
-    << " x " << ws.tiles_per_split << " tiles, chunks " << ws.num_chunks << " x " << ws.chunk_tiles
-    << " tiles, workspace " << ws.total_bytes / (1 << 20) << " MiB (G " << ws.grad.bytes / (1 << 20)
-    << ", tile max " << ws.tile_max.bytes / (1 << 20) << ")";
+    << " x " << ws.tiles_per_split << " tiles, workspace " << ws.total_bytes / (1 << 20)
+    << " MiB (tile max " << ws.tile_max.bytes / (1 << 20) << ")";
   return o.str();
+}
+
+CeBackwardPlan plan_backward_chunks(const std::vector<int32_t>& pairs,
+                                    const std::vector<uint8_t>& staged, int64_t dim,
+                                    int64_t budget_bytes) {
+  if (pairs.size() != staged.size())
+    throw std::invalid_argument("linear CE backward: one staged flag per vocabulary tile");
+  CeBackwardPlan plan;
+  const int64_t stage_bytes = staged_tile_bytes(dim);
+  CeBackwardChunk chunk;
+  int64_t bytes = 0;
+  auto close = [&] {
+    plan.chunks.push_back(chunk);
+    plan.buffer_bytes = std::max(plan.buffer_bytes, bytes);
+    plan.max_pairs = std::max(plan.max_pairs, chunk.pairs);
+  };
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    if (pairs[t] < 0) throw std::invalid_argument("linear CE backward: negative pair count");
+    const int64_t need = pairs[t] * CeBackwardPlan::kGradBlockBytes + (staged[t] ? stage_bytes : 0);
+    if (chunk.tiles > 0 &&
+        (chunk.tiles == CeBackwardPlan::kMaxChunkTiles || bytes + need > budget_bytes)) {
+      close();
+      chunk = CeBackwardChunk{int(t), 0, 0, 0};
+      bytes = 0;
+    }
+    ++chunk.tiles;
+    chunk.pairs += pairs[t];
+    chunk.staged_tiles += staged[t] ? 1 : 0;
+    bytes += need;
+  }
+  if (chunk.tiles > 0) close();
+  plan.buffer_bytes = std::max<int64_t>(plan.buffer_bytes, 1);
+  return plan;
 }
 
 }  // namespace tilejit

@@ -1,6 +1,6 @@
 // Host-side sizing for the fused linear cross-entropy kernels (kernels_templates/linear_ce_*.cuh):
-// tile counts, the forward's vocabulary split, the backward's vocabulary chunking, and the byte
-// layout of the one workspace allocation they share. Plain C++: no CUDA, no device calls.
+// tile counts, the forward's vocabulary split, the byte layout of the one workspace allocation
+// they share, and the backward's vocabulary chunks. Plain C++: no CUDA, no device calls.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +15,10 @@ struct LinearCeShape {
   int64_t dim = 0;
   std::vector<int64_t> segment_sizes;
   int num_sms = 132;
-  int ctas_per_sm = 1;                    // resident forward CTAs per SM (256 x 128 tiles)
-  int64_t grad_buffer_bytes = 512 << 20;  // bound on the backward's staging buffers (below)
-  // The backward stages each chunk's weight rows of ordered segments for the Hopper dE product
-  // (kernels_templates/linear_ce_order.cuh): a buffer of chunk ids x dim beside G's, within
-  // grad_buffer_bytes.
-  bool stage_weights = false;
-  bool filtering = false;                 // record tile maxima in the forward
-  bool smoothing = false;                 // label smoothing: per-split sums of logits
-  bool analytic_smoothing = false;        // identity logit_mod + smoothing: column-sum vectors
+  int ctas_per_sm = 1;              // resident forward CTAs per SM (256 x 128 tiles)
+  bool filtering = false;           // record tile maxima in the forward
+  bool smoothing = false;           // label smoothing: per-split sums of logits
+  bool analytic_smoothing = false;  // identity logit_mod + smoothing: column-sum vectors
   bool backward = true;
   bool kl = false;          // a KL term: the teacher's rows, statistics and tile maxima
   int64_t teacher_dim = 0;  // D_t (KL)
@@ -35,13 +30,12 @@ struct WorkspaceSlice {
 };
 
 struct LinearCeWorkspace {
-  static constexpr int kTileRows = 128, kTileIds = 128, kMaxChunkTiles = 1024;
+  static constexpr int kTileRows = 128, kTileIds = 128;
   static constexpr int kFwdRows = 256, kKlFwdRows = 128;  // forward CTA rows without / with KL
-  int row_tiles = 0, num_tiles = 0;     // gradient tiles: 128 rows x 128 ids
-  int fwd_row_tiles = 0;                // forward: 256 rows (128 with a KL term)
-  int splits = 1, tiles_per_split = 1;  // forward grid: fwd_row_tiles x splits
-  int chunk_tiles = 0, num_chunks = 0;  // backward: vocabulary tiles per chunk
-  int colsum_parts = 0;                 // analytic smoothing: row blocks of the weights
+  int row_tiles = 0, num_tiles = 0;                       // gradient tiles: 128 rows x 128 ids
+  int fwd_row_tiles = 0;                                  // forward: 256 rows (128 with a KL term)
+  int splits = 1, tiles_per_split = 1;                    // forward grid: fwd_row_tiles x splits
+  int colsum_parts = 0;  // analytic smoothing: row blocks of the weights
   int64_t colsum_rows_per_part = 512;
   // forward
   WorkspaceSlice kept, slot, count, hidden_kept, part_max, part_sum, part_zsum, target_logit,
@@ -51,12 +45,11 @@ struct LinearCeWorkspace {
   // maxima (one bf16 per tile and row, as the student's then are)
   WorkspaceSlice teacher_hidden_kept, kl_parts, tempered_lse, teacher_lse, teacher_target_logit,
       teacher_tile_max;
-  // backward
-  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, grad,
-      staged_weights, colsum_partial, weight_colsum, hidden_wsum, grad_sum, target_grad,
-      target_slot;
+  // backward (its G blocks and staged weight rows are a buffer of their own: CeBackwardPlan)
+  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, pair_rank,
+      pair_first, staged_first, pair_list, colsum_partial, weight_colsum, hidden_wsum, grad_sum,
+      target_grad, target_slot;
   int64_t total_bytes = 0;
-  int64_t grad_stride = 0;  // elements per staged G row
 };
 
 // Sizes everything for `shape`; throws std::invalid_argument on an unsupported shape (more
@@ -65,5 +58,32 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& shape);
 
 // One line per slice, for logs.
 std::string describe(const LinearCeWorkspace& ws);
+
+// The backward's vocabulary chunks (kernels_templates/linear_ce_bwd.cuh "G"): runs of tiles, in
+// order, each holding at most kMaxChunkTiles tiles whose visited pairs' G blocks
+// (kGradBlockBytes each) and staged weight tiles (staged_tile_bytes(dim) each, after the blocks)
+// fit the budget together. A tile that needs more on its own gets a chunk of its own, and the
+// buffer grows to hold it. Every tile is in exactly one chunk, visited or not (the chunk writes
+// its dC rows).
+struct CeBackwardChunk {
+  int first_tile = 0, tiles = 0;
+  int64_t pairs = 0, staged_tiles = 0;
+};
+struct CeBackwardPlan {
+  static constexpr int kMaxChunkTiles = 1024;  // dE's per-CTA list of a chunk's tiles
+  static constexpr int64_t kGradBlockBytes = 128 * 128 * 2;
+  std::vector<CeBackwardChunk> chunks;
+  int64_t buffer_bytes = 0;  // the largest chunk's (at least 1)
+  int64_t max_pairs = 0;     // the most pairs in a chunk
+};
+inline int64_t staged_tile_bytes(int64_t dim) {
+  return int64_t(LinearCeWorkspace::kTileIds) * dim * 2;
+}
+
+// `pairs[t]`: vocabulary tile t's visited row tiles; `staged[t]`: whether its weight rows are
+// staged (nonzero). Throws std::invalid_argument on mismatched sizes or a negative count.
+CeBackwardPlan plan_backward_chunks(const std::vector<int32_t>& pairs,
+                                    const std::vector<uint8_t>& staged, int64_t dim,
+                                    int64_t budget_bytes);
 
 }  // namespace tilejit

@@ -92,7 +92,13 @@ const std::vector<CeEntry>& entries() {
        "const unsigned char* tile_class, int num_tiles, int* row_list, int* row_count"},
       {M::Rows, "linear_ce_col_lists", "", "",
        "const unsigned char* tile_class, int num_tiles, int num_row_tiles, int* col_list, "
-       "int* col_count"},
+       "int* col_count, int* pair_rank"},
+      {M::Rows, "linear_ce_pair_offsets", "", "1024",
+       "const __grid_constant__ tilejit_ce::CeLayout layout, const int* col_count, int stage, "
+       "int* pair_first, int* staged_first"},
+      {M::Rows, "linear_ce_pair_list", "", "",
+       "const int* col_list, const int* col_count, const int* pair_first, int num_tiles, "
+       "int num_row_tiles, int2* pair_list"},
       {M::Rows, "linear_ce_colsum_part", "", "",
        "const unsigned short* base, long long stride, int n, const int* rows, "
        "const float* weights, int dim, int rows_per_part, int is_f16, float* partial"},
@@ -100,7 +106,7 @@ const std::vector<CeEntry>& entries() {
        "const float* partial, int parts, int dim, float* out"},
       {M::Rows, "linear_ce_stage_weights", "", "256",
        "const __grid_constant__ tilejit_ce::CeLayout layout, const int* col_count, "
-       "int chunk_first, int dim, unsigned short* staged"},
+       "const int* staged_first, int chunk_first, int dim, unsigned short* staged"},
       {M::Rows, "linear_ce_average_logit", "", "256",
        "const unsigned short* weight, long long stride, const unsigned short* bias, int size, "
        "const float* hidden_sum, float scale, int dim, int is_f16, float* score"},

@@ -1,25 +1,28 @@
-// The fused loss's workspace plan (runtime/LinearCeWorkspace.h): the backward's vocabulary chunks
-// fit grad_buffer_bytes with their staging buffers, and no two slices overlap.
+// The fused loss's workspace plan (runtime/LinearCeWorkspace.h): no two slices overlap, and the
+// backward's vocabulary chunks cover every tile once, in order, each filling the buffer as far as
+// its next tile would not fit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "runtime/LinearCeWorkspace.h"
-
 namespace tilejit {
 namespace {
 
-LinearCeShape gemma_like(bool stage_weights) {
+LinearCeShape gemma_like() {
   LinearCeShape s;
   s.n_rows = 8192;
   s.n_kept = 7364;
   s.dim = 2304;
   s.segment_sizes = {256000};
   s.filtering = true;
-  s.stage_weights = stage_weights;
   return s;
 }
 
@@ -27,52 +30,119 @@ LinearCeShape gemma_like(bool stage_weights) {
 void expect_disjoint(const LinearCeWorkspace& ws) {
   std::vector<std::pair<int64_t, int64_t>> spans;
   for (const WorkspaceSlice* s :
-       {&ws.kept, &ws.slot, &ws.count, &ws.hidden_kept, &ws.part_max, &ws.part_sum, &ws.part_zsum,
-        &ws.target_logit, &ws.target_raw, &ws.lse, &ws.row_loss, &ws.tile_max, &ws.loss,
-        &ws.row_grad, &ws.tile_class, &ws.row_list, &ws.row_count, &ws.col_list, &ws.col_count,
-        &ws.grad, &ws.staged_weights, &ws.colsum_partial, &ws.weight_colsum, &ws.hidden_wsum,
-        &ws.grad_sum, &ws.target_grad, &ws.target_slot})
+       {&ws.kept,        &ws.slot,         &ws.count,        &ws.hidden_kept,    &ws.part_max,
+        &ws.part_sum,    &ws.part_zsum,    &ws.target_logit, &ws.target_raw,     &ws.lse,
+        &ws.row_loss,    &ws.tile_max,     &ws.loss,         &ws.row_grad,       &ws.tile_class,
+        &ws.row_list,    &ws.row_count,    &ws.col_list,     &ws.col_count,      &ws.pair_rank,
+        &ws.pair_first,  &ws.staged_first, &ws.pair_list,    &ws.colsum_partial, &ws.weight_colsum,
+        &ws.hidden_wsum, &ws.grad_sum,     &ws.target_grad,  &ws.target_slot})
     if (s->bytes > 0) spans.emplace_back(s->offset, s->offset + s->bytes);
   std::sort(spans.begin(), spans.end());
   for (size_t i = 0; i < spans.size(); ++i) {
     EXPECT_LE(spans[i].second, ws.total_bytes);
-    if (i > 0) EXPECT_LE(spans[i - 1].second, spans[i].first);
+    if (i > 0) {
+      EXPECT_LE(spans[i - 1].second, spans[i].first);
+    }
   }
 }
 
-TEST(LinearCeWorkspace, ChunksOfGFitTheBuffer) {
-  const LinearCeShape s = gemma_like(false);
-  const LinearCeWorkspace ws = plan_linear_ce(s);
+TEST(LinearCeWorkspace, SlicesAreDisjoint) {
+  const LinearCeWorkspace ws = plan_linear_ce(gemma_like());
   EXPECT_EQ(ws.row_tiles, 58);  // ceil(7364 / 128)
   EXPECT_EQ(ws.num_tiles, 2000);
-  EXPECT_EQ(ws.grad_stride, int64_t(ws.chunk_tiles) * 128);
-  EXPECT_EQ(ws.grad.bytes, int64_t(ws.row_tiles) * 128 * ws.grad_stride * 2);
-  EXPECT_LE(ws.grad.bytes, s.grad_buffer_bytes);
-  EXPECT_GT(ws.grad.bytes + int64_t(ws.row_tiles) * 128 * 128 * 2, s.grad_buffer_bytes)
-      << "one more tile per chunk would have fit";
-  EXPECT_EQ(ws.num_chunks, (ws.num_tiles + ws.chunk_tiles - 1) / ws.chunk_tiles);
-  EXPECT_EQ(ws.staged_weights.bytes, 0);
+  EXPECT_EQ(ws.pair_list.bytes, 8 * 58 * 2000);  // one (tile, row tile) per possible pair
+  EXPECT_EQ(ws.pair_first.bytes, 4 * 2001);
   expect_disjoint(ws);
 }
 
-TEST(LinearCeWorkspace, StagedWeightRowsShareTheBuffer) {
-  const LinearCeShape s = gemma_like(true);
-  const LinearCeWorkspace ws = plan_linear_ce(s);
-  const LinearCeWorkspace plain = plan_linear_ce(gemma_like(false));
-  EXPECT_EQ(ws.staged_weights.bytes, ws.grad_stride * s.dim * 2);  // the chunk's ids x dim
-  EXPECT_LE(ws.grad.bytes + ws.staged_weights.bytes, s.grad_buffer_bytes);
-  EXPECT_LT(ws.chunk_tiles, plain.chunk_tiles);
-  EXPECT_GT(ws.num_chunks, plain.num_chunks);
-  expect_disjoint(ws);
+// Checks `plan` against its contract, independently of how it was built.
+void expect_valid_plan(const CeBackwardPlan& plan, const std::vector<int32_t>& pairs,
+                       const std::vector<uint8_t>& staged, int64_t dim, int64_t budget) {
+  const int64_t block = CeBackwardPlan::kGradBlockBytes, stage = staged_tile_bytes(dim);
+  auto need = [&](size_t t) { return pairs[t] * block + (staged[t] ? stage : 0); };
+  size_t next = 0;
+  int64_t largest = 1, most_pairs = 0;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const CeBackwardChunk& ch = plan.chunks[c];
+    ASSERT_EQ(size_t(ch.first_tile), next) << "chunk " << c;
+    ASSERT_GE(ch.tiles, 1);
+    ASSERT_LE(ch.tiles, CeBackwardPlan::kMaxChunkTiles);
+    int64_t bytes = 0, p = 0, st = 0;
+    for (int t = ch.first_tile; t < ch.first_tile + ch.tiles; ++t) {
+      bytes += need(t);
+      p += pairs[t];
+      st += staged[t] ? 1 : 0;
+    }
+    EXPECT_EQ(ch.pairs, p);
+    EXPECT_EQ(ch.staged_tiles, st);
+    if (ch.tiles > 1) {
+      EXPECT_LE(bytes, budget) << "chunk " << c;
+    }
+    next = ch.first_tile + ch.tiles;
+    if (next < pairs.size()) {  // greedy: the next tile would not have fit
+      EXPECT_TRUE(ch.tiles == CeBackwardPlan::kMaxChunkTiles || bytes + need(next) > budget)
+          << "chunk " << c;
+    }
+    largest = std::max(largest, bytes);
+    most_pairs = std::max(most_pairs, p);
+  }
+  EXPECT_EQ(next, pairs.size());
+  EXPECT_EQ(plan.buffer_bytes, largest);
+  EXPECT_EQ(plan.max_pairs, most_pairs);
 }
 
-TEST(LinearCeWorkspace, AtLeastOneTilePerChunk) {
-  LinearCeShape s = gemma_like(true);
-  s.grad_buffer_bytes = 1;  // smaller than one tile's column: one tile per chunk all the same
-  const LinearCeWorkspace ws = plan_linear_ce(s);
-  EXPECT_EQ(ws.chunk_tiles, 1);
-  EXPECT_EQ(ws.num_chunks, ws.num_tiles);
-  EXPECT_EQ(ws.staged_weights.bytes, 128 * s.dim * 2);
+TEST(LinearCeWorkspace, BackwardChunksFillTheBuffer) {
+  // Fresh counts every run; TILEJIT_TEST_SEED replays one (the seed is printed).
+  const char* env = std::getenv("TILEJIT_TEST_SEED");
+  const unsigned seed = env ? unsigned(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+  std::printf("TILEJIT_TEST_SEED=%u\n", seed);
+  std::mt19937 rng(seed);
+  const int64_t dim = 2304;
+  for (int round = 0; round < 40; ++round) {
+    const int tiles = 1 + int(rng() % 3000), row_tiles = 1 + int(rng() % 80);
+    std::vector<int32_t> pairs(tiles);
+    std::vector<uint8_t> staged(tiles);
+    // Dense at the front and sparse behind, as a vocabulary order leaves a zipf head's tiles.
+    for (int t = 0; t < tiles; ++t) {
+      const double keep = t < tiles / 5 ? 0.9 : 0.05;
+      int n = 0;
+      for (int r = 0; r < row_tiles; ++r) n += std::uniform_real_distribution<>(0, 1)(rng) < keep;
+      pairs[t] = n;
+      staged[t] = round % 2 && n > 0;
+    }
+    const int64_t budget =
+        std::vector<int64_t>{1, int64_t(16) << 20, int64_t(512) << 20}[round % 3];
+    SCOPED_TRACE(testing::Message() << "round " << round << " tiles " << tiles << " row tiles "
+                                    << row_tiles << " budget " << budget);
+    expect_valid_plan(plan_backward_chunks(pairs, staged, dim, budget), pairs, staged, dim, budget);
+  }
+}
+
+TEST(LinearCeWorkspace, SparseBackwardNeedsFewerChunksThanDense) {
+  // Gemma-2-like: 58 row tiles x 2000 tiles; 18% of the pairs visited, all at the front.
+  const int64_t dim = 2304, budget = int64_t(512) << 20;
+  std::vector<int32_t> dense(2000, 58), sparse(2000, 0);
+  for (int t = 0; t < 360; ++t) sparse[t] = 58;
+  const std::vector<uint8_t> none(2000, 0);
+  const CeBackwardPlan d = plan_backward_chunks(dense, none, dim, budget);
+  const CeBackwardPlan s = plan_backward_chunks(sparse, none, dim, budget);
+  // 58 blocks of 32 KiB a tile: 282 tiles fill 512 MiB.
+  EXPECT_EQ(d.chunks.size(), 8u);  // ceil(2000 / 282)
+  ASSERT_EQ(s.chunks.size(), 3u);  // 282 dense tiles; 78 dense + 946 empty (1024 tiles); the rest
+  EXPECT_EQ(s.chunks[0].tiles, 282);
+  EXPECT_EQ(s.chunks[1].pairs, 78 * 58);
+  EXPECT_EQ(s.chunks[1].tiles, CeBackwardPlan::kMaxChunkTiles);
+}
+
+TEST(LinearCeWorkspace, OneTileBeyondTheBudgetGetsAChunkOfItsOwn) {
+  const std::vector<int32_t> pairs = {3, 100, 2};
+  const std::vector<uint8_t> staged = {0, 1, 0};
+  const CeBackwardPlan plan =
+      plan_backward_chunks(pairs, staged, 64, 4 * CeBackwardPlan::kGradBlockBytes);
+  ASSERT_EQ(plan.chunks.size(), 3u);
+  EXPECT_EQ(plan.buffer_bytes, 100 * CeBackwardPlan::kGradBlockBytes + staged_tile_bytes(64));
+  EXPECT_EQ(plan.max_pairs, 100);
+  EXPECT_THROW(plan_backward_chunks(pairs, {}, 64, 1), std::invalid_argument);
 }
 
 }  // namespace

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels_templates/linear_ce_products.cuh"
 #include "kernels_templates/linear_ce_fwd.cuh"
 #include "kernels_templates/linear_ce_order.cuh"
+#include "kernels_templates/linear_ce_products.cuh"
 #include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
 #include "runtime/VocabOrderPlan.h"
@@ -90,6 +90,8 @@ struct Runner {
   Args args;
   tilejit::LinearCeWorkspace ws;
   char* base = nullptr;
+  char* grad_buffer = nullptr;  // the backward's G blocks and staged weights (kept, grown)
+  int64_t grad_capacity = 0;
   CeLayout layout;
   int n_kept = 0, num_sms = 0;
   float* upstream = nullptr;
@@ -133,11 +135,9 @@ struct Runner {
     shape.dim = P.dim;
     for (auto& s : P.segs) shape.segment_sizes.push_back(s.size);
     shape.num_sms = num_sms;
-    shape.grad_buffer_bytes = o.grad_buffer_bytes;
     shape.filtering = o.threshold > 0;
     shape.smoothing = o.label_smoothing > 0;
     shape.analytic_smoothing = shape.smoothing && Prog::kLogitIsIdentity;
-    shape.stage_weights = g_sm90_loop && o.order != Order::Natural;
     ws = tilejit::plan_linear_ce(shape);
     CK(cudaMalloc(&base, ws.total_bytes));
     h_upstream.resize(o.reduction == kReduceNone ? P.n_rows : 1);
@@ -177,11 +177,12 @@ struct Runner {
   }
   ~Runner() {
     cudaFree(base);
+    cudaFree(grad_buffer);
     cudaFree(upstream);
     for (int* t : order_tables) cudaFree(t);
     cudaFree(order_scratch);
   }
-  int64_t extra_bytes() const { return ws.total_bytes; }
+  int64_t extra_bytes() const { return ws.total_bytes + grad_capacity; }
   bool has_bias() const {
     for (auto& s : P.segs)
       if (s.bias) return true;
@@ -228,10 +229,10 @@ struct Runner {
           tilejit::ce_hidden_tensor_map_args(p.rows.hidden, n_kept, P.dim, false), "kept rows");
       for (int s = 0; s < p.layout.num_segments; ++s) {
         const CeSegment& seg = p.layout.seg[s];
-        maps.weight[s] = encode_tensor_map(
-            tilejit::ce_weight_tensor_map_args(seg.weight, seg.size, P.dim, seg.weight_stride,
-                                               false),
-            "a segment's weights");
+        maps.weight[s] =
+            encode_tensor_map(tilejit::ce_weight_tensor_map_args(seg.weight, seg.size, P.dim,
+                                                                 seg.weight_stride, false),
+                              "a segment's weights");
       }
       linear_ce_fwd_kernel<Prog, Args, false, true>
           <<<grid, CeFwdWsCta::kThreads, CeFwdWsCta::kSmemBytes>>>(args, p, maps);
@@ -254,7 +255,8 @@ struct Runner {
     q.live_ids = layout.live_ids;
     q.label_smoothing = o.label_smoothing;
     q.z_loss = o.z_loss;
-    linear_ce_merge_kernel<<<(P.n_rows + kMergeRows - 1) / kMergeRows, kMergeRows * kMergeWarps>>>(q);
+    linear_ce_merge_kernel<<<(P.n_rows + kMergeRows - 1) / kMergeRows, kMergeRows * kMergeWarps>>>(
+        q);
     if (o.reduction != kReduceNone)
       linear_ce_reduce_kernel<<<1, 1024>>>(q.row_loss, n_kept, o.reduction, P.loss);
     CK(cudaGetLastError());
@@ -317,9 +319,19 @@ struct Runner {
     linear_ce_row_lists_kernel<<<ws.row_tiles, 256>>>(c.tile_class, layout.num_tiles,
                                                       slice<int>(base, ws.row_list),
                                                       slice<int>(base, ws.row_count));
+    p.pair_rank = slice<int>(base, ws.pair_rank);
+    p.pair_first = slice<int>(base, ws.pair_first);
+    p.staged_first = slice<int>(base, ws.staged_first);
+    p.pair_list = slice<int2>(base, ws.pair_list);
     linear_ce_col_lists_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
         c.tile_class, layout.num_tiles, ws.row_tiles, slice<int>(base, ws.col_list),
-        slice<int>(base, ws.col_count));
+        slice<int>(base, ws.col_count), slice<int>(base, ws.pair_rank));
+    linear_ce_pair_offsets_kernel<<<1, 1024>>>(visit, p.col_count, int(g_sm90_loop),
+                                               slice<int>(base, ws.pair_first),
+                                               slice<int>(base, ws.staged_first));
+    linear_ce_pair_list_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
+        p.col_list, p.col_count, p.pair_first, layout.num_tiles, ws.row_tiles,
+        slice<int2>(base, ws.pair_list));
   }
 
   void backward() {
@@ -334,10 +346,12 @@ struct Runner {
     classify(p, paused ? natural_layout() : layout, tile_max);
     surviving = o.threshold > 0 && !paused ? -1 : 1;
     kept_order = o.order != Order::Natural && !paused;
+    // Each tile's visited row tiles (runtime/LinearCeBackward.cpp): read back when filtering.
+    std::vector<int32_t> tile_pairs(layout.num_tiles, ws.row_tiles);
     if (tile_max) {  // runtime/LinearCe.cpp's choice
-      std::vector<int> visited = to_host(p.row_count, ws.row_tiles);
+      tile_pairs = to_host(p.col_count, layout.num_tiles);
       int64_t v = 0;
-      for (int c : visited) v += c;
+      for (int c : tile_pairs) v += c;
       const int64_t total = int64_t(ws.row_tiles) * layout.num_tiles;
       surviving = tilejit::surviving_fraction(v, total);
       const bool filter = tilejit::filter_backward(v, total, o.order != Order::Natural);
@@ -345,14 +359,13 @@ struct Runner {
       if (!filter) {
         tile_max = nullptr;
         classify(p, natural_layout(), nullptr);
+        std::fill(tile_pairs.begin(), tile_pairs.end(), ws.row_tiles);
       }
     }
     p.lse = slice<float>(base, ws.lse);
     p.target_logit = slice<float>(base, ws.target_logit);
     p.target_raw = slice<float>(base, ws.target_raw);
     p.row_grad = row_grad;
-    p.grad = slice<u16>(base, ws.grad);
-    p.grad_stride = ws.grad_stride;
     p.d_hidden = P.d_hidden;
     p.d_hidden_stride = P.dim;
     p.num_row_tiles = ws.row_tiles;
@@ -365,53 +378,72 @@ struct Runner {
       p.target_slot = slice<int>(base, ws.target_slot);
       linear_ce_target_grad_kernel<Prog, Args><<<(n_kept + 255) / 256, 256>>>(args, p);
     }
+    // The chunks (runtime/LinearCeBackward.cpp): G's blocks and the staged weight tiles of
+    // ordered segments' visited tiles on the Hopper products.
+    std::vector<uint8_t> staged_tile(layout.num_tiles, 0);
+    for (int s = 0; s < p.layout.num_segments; ++s) {
+      const CeSegment& seg = p.layout.seg[s];
+      if (!g_sm90_loop || !seg.order) continue;
+      for (int t = seg.first_tile; t < seg.first_tile + (seg.size + kTileIds - 1) / kTileIds; ++t)
+        staged_tile[t] = tile_pairs[t] > 0;
+    }
+    const tilejit::CeBackwardPlan plan =
+        tilejit::plan_backward_chunks(tile_pairs, staged_tile, P.dim, o.grad_buffer_bytes);
+    if (plan.buffer_bytes > grad_capacity) {
+      cudaFree(grad_buffer);
+      CK(cudaMalloc(&grad_buffer, plan.buffer_bytes));
+      grad_capacity = plan.buffer_bytes;
+    }
+    p.grad = reinterpret_cast<u16*>(grad_buffer);
     CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
-    bool stage_weights = false;  // an ordered segment's weight rows: staged per chunk
-    for (int s = 0; s < p.layout.num_segments; ++s)
-      stage_weights |= g_sm90_loop && p.layout.seg[s].order != nullptr;
-    u16* staged = slice<u16>(base, ws.staged_weights);
-    if (stage_weights && !staged) fail("no staging buffer for the ordered weights");
+    const int rows = tilejit::kCeProductTmaRows;
     if (g_sm90_loop) {
-      const int rows = tilejit::kCeProductTmaRows;
-      maps.grad = encode_tensor_map(
-          tilejit::ce_operand_tensor_map_args(p.grad, int64_t(ws.row_tiles) * kTileRows,
-                                              p.grad_stride, p.grad_stride, rows, false),
-          "the staged G");
+      maps.grad = encode_tensor_map(tilejit::ce_operand_tensor_map_args(
+                                        p.grad, std::max<int64_t>(plan.max_pairs, 1) * kTileRows,
+                                        kTileIds, kTileIds, rows, false),
+                                    "G's blocks");
       maps.hidden = encode_tensor_map(
           tilejit::ce_operand_tensor_map_args(p.rows.hidden, n_kept, P.dim, P.dim, rows, false),
           "kept rows");
-      if (stage_weights)
-        maps.staged = encode_tensor_map(
-            tilejit::ce_operand_tensor_map_args(staged, ws.grad_stride, P.dim, P.dim, rows, false),
-            "the staged weight rows");
       for (int s = 0; s < p.layout.num_segments; ++s)
         maps.weight[s] = encode_tensor_map(
-            tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size,
-                                                P.dim, p.layout.seg[s].weight_stride, rows,
-                                                false),
+            tilejit::ce_operand_tensor_map_args(p.layout.seg[s].weight, p.layout.seg[s].size, P.dim,
+                                                p.layout.seg[s].weight_stride, rows, false),
             "a segment's weights");
     }
-    for (int ch = 0; ch < ws.num_chunks; ++ch) {
-      p.chunk_first = ch * ws.chunk_tiles;
-      p.chunk_tiles = std::min(ws.chunk_tiles, layout.num_tiles - p.chunk_first);
-      p.first_chunk = ch == 0;
+    for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
+      const tilejit::CeBackwardChunk& ch = plan.chunks[ci];
+      p.chunk_first = ch.first_tile;
+      p.chunk_tiles = ch.tiles;
+      p.first_chunk = ci == 0;
       const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
-      const dim3 grad_grid(ws.row_tiles, p.chunk_tiles);  // both loops launch alike
+      const dim3 grad_grid(unsigned(std::max<int64_t>(ch.pairs, 1)));  // both loops launch alike
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
-      if (stage_weights)
+      const bool grad = ch.pairs > 0, dhidden = grad || p.first_chunk;
+      if (ch.staged_tiles > 0) {
+        u16* staged = reinterpret_cast<u16*>(grad_buffer + ch.pairs * plan.kGradBlockBytes);
+        maps.staged =
+            encode_tensor_map(tilejit::ce_operand_tensor_map_args(
+                                  staged, ch.staged_tiles * kTileIds, P.dim, P.dim, rows, false),
+                              "the staged weight rows");
         linear_ce_stage_weights_kernel<<<dim3(p.chunk_tiles, kTileIds / 8), 256>>>(
-            p.layout, p.col_count, p.chunk_first, P.dim, staged);
+            p.layout, p.col_count, p.staged_first, p.chunk_first, P.dim, staged);
+      }
       if (g_sm90_loop) {
         const int ws_threads = CeProductWsCta::kThreads, ws_bytes = CeProductWsCta::kSmemBytes;
-        linear_ce_grad_kernel<Prog, Args, false, true>
-            <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
+        if (grad)
+          linear_ce_grad_kernel<Prog, Args, false, true>
+              <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
+        if (dhidden)
+          linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
         linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p, maps);
       } else {
-        linear_ce_grad_kernel<Prog, Args, false, false>
-            <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
-        linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p, maps);
+        if (grad)
+          linear_ce_grad_kernel<Prog, Args, false, false>
+              <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
+        if (dhidden)
+          linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p, maps);
         linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p, maps);
       }
       if (has_bias())

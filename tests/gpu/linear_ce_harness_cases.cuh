@@ -80,7 +80,7 @@ std::vector<CheckCase> check_cases() {
                opt(kReduceSum, 0, 0, 1e-3f, 30)});
   c.push_back({"small_chunks_flat", spec(300, 128, {{0, 2000}, {2100, 300}}, 0.1, true, 0, 9),
                opt(kReduceMean, 0.1f, 0, 0, 0)});
-  c.back().opt.grad_buffer_bytes = 3 * 128 * 128 * 2 * 3;  // 3 tiles per chunk: many chunks
+  c.back().opt.grad_buffer_bytes = 9 * 128 * 128 * 2;  // 9 G blocks (3 dense tiles) a chunk
 
   // Vocabulary ordered by average logit (gathered weight rows, dC / dbias scattered back, target
   // corrections in skipped tiles). "Always" keeps the order whatever survives.
@@ -100,7 +100,7 @@ std::vector<CheckCase> check_cases() {
                opt(kReduceMean, 0.05f, 0, thr, 0)});
   c.back().data.lift = 14;
   c.back().opt.order = always;
-  c.back().opt.grad_buffer_bytes = 4 * 128 * 128 * 2 * 4;  // 4 tiles per chunk
+  c.back().opt.grad_buffer_bytes = 16 * 128 * 128 * 2;  // 16 G blocks with staged rows a chunk
   c.push_back({"ordered_exact_two_seg_bias",
                spec(500, 320, {{0, 1500}, {1600, 700}}, 0.1, true, 1.1, 25),
                opt(kReduceMean, 0.1f, 1e-4f, 0, 0), true});
