@@ -60,6 +60,9 @@ struct Settings {
   int refresh_every = 8;
   bool weight_grad_16 = false;  // --weight-grad bf16: dC outputs in E's dtype (else f32)
   int64_t grad_buffer_mb = 0;   // --grad-buffer-mb N: LinearCeOptions::grad_buffer_bytes
+  // --grad-outputs-at forward: the dC outputs are allocated before the forward and given to it
+  // (LinearCeOutputs::d_weight), as an autograd function that allocates them there would
+  bool outputs_at_forward = false;
   bool selected(const std::vector<std::string>& list, std::string_view name) const {
     return std::find(list.begin(), list.end(), name) != list.end();
   }
@@ -219,9 +222,9 @@ struct ModeCalls {
   LinearCeOptions options;
   LinearCeTeacher teacher;
 
-  LinearCeForward forward() const {
+  LinearCeForward forward(const LinearCeOutputs& outputs = {}) const {
     return linear_cross_entropy_forward(prog, p.hidden.view, p.bind, p.targets.view, options,
-                                        nullptr, {}, teacher);
+                                        nullptr, outputs, teacher);
   }
   LinearCeGradients backward(const LinearCeForward& f, const LinearCeGradOutputs& outs = {}) const {
     return linear_cross_entropy_backward(f, p.grad_loss.view, nullptr, outs);
@@ -251,27 +254,33 @@ struct MemoryAndValues {
 };
 
 // One step with the memory probe running: everything above the inputs, the gradient outputs
-// (allocated after the forward, as an autograd engine would) included. The workspace pool
+// (allocated after the forward, as an autograd engine would, or before it with
+// --grad-outputs-at forward) included. The workspace pool
 // (runtime/WorkspacePool.h) is emptied first and then left alone, as in training: the step's
 // peak counts what the pool maps during it, freed parts it keeps included; what it keeps for the
 // next step is reported apart.
 MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
-                                  const DeviceMemoryProbe& probe, bool weight_grad_16) {
+                                  const DeviceMemoryProbe& probe, const Settings& settings) {
   Driver& d = *Driver::get();
   constexpr double kMiB = 1 << 20;
   d.stream_synchronize(nullptr);
   trim_workspace_pool();
   const double free0 = double(probe.free_bytes());
+  LinearCeOutputs early;
+  if (settings.outputs_at_forward) {
+    outs = grad_outputs(shape, settings.weight_grad_16);
+    early.d_weight = outs.views.d_weight;
+  }
   LinearCeForward f;
   const double least_fwd = double(probe.min_free_during([&] {
-    f = calls.forward();
+    f = calls.forward(early);
     d.stream_synchronize(nullptr);
   }));
   // What the forward keeps for the backward: not what the pool keeps reserved and unused.
   const double after_fwd =
       double(probe.free_bytes()) +
       std::max(0.0, double(workspace_pool_held_bytes()) - double(workspace_pool_in_use_bytes()));
-  outs = grad_outputs(shape, weight_grad_16);
+  if (!settings.outputs_at_forward) outs = grad_outputs(shape, settings.weight_grad_16);
   LinearCeGradients g;
   const double least_bwd = double(probe.min_free_during([&] {
     g = calls.backward(f, outs.views);
@@ -300,13 +309,15 @@ struct Timing {
 };
 
 // The forward alone, then forward + backward into the caller's outputs, `reps` steps each.
-Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, int reps,
-                  const std::string& label) {
+Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, bool outputs_at_forward,
+                  int reps, const std::string& label) {
   Timing t;
   t.fwd_ms = step_ms([&] { calls.forward(); }, reps, label + " fwd");
+  LinearCeOutputs early;
+  if (outputs_at_forward) early.d_weight = outs.views.d_weight;
   t.fwd_bwd_ms = step_ms(
       [&] {
-        LinearCeForward f = calls.forward();
+        LinearCeForward f = calls.forward(early);
         LinearCeGradients g = calls.backward(f, outs.views);
         t.surviving = g.surviving_fraction, t.threshold = f.filter_threshold;
         t.ordered = f.vocab_ordered;
@@ -325,7 +336,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   if (shape.kl_alpha > 0) calls.teacher.hidden = p.teacher.view;
   const double first_s = warm_up(calls);
   GradOutputs outs;
-  MemoryAndValues m = memory_and_values(calls, outs, shape, probe, settings.weight_grad_16);
+  MemoryAndValues m = memory_and_values(calls, outs, shape, probe, settings);
   std::optional<double> diff;
   if (mode == Mode::Exact)
     exact_d_hidden = std::move(m.d_hidden);
@@ -334,7 +345,8 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   // A reused order gets at least one rebuild period: its median is the steady state.
   const int reps =
       mode == Mode::State ? std::max(settings.iters, settings.refresh_every) : settings.iters;
-  const Timing t = time_steps(calls, outs, reps, fmt::format("{} {}", shape.name, mode_name(mode)));
+  const Timing t = time_steps(calls, outs, settings.outputs_at_forward, reps,
+                              fmt::format("{} {}", shape.name, mode_name(mode)));
 
   // 2·N·D·V per logit GEMM, as the peers count; a KL term adds the teacher's.
   const double flops = 2.0 * double(shape.rows) * double(shape.dim) * double(prog.live_ids()) *
@@ -356,6 +368,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
       .add("pool_held_mb", m.pool_held_mb)
       .add("grad_outputs_mb", double(outs.bytes) / (1 << 20));
   j.add("weight_grad_dtype", settings.weight_grad_16 ? "bf16" : "f32");
+  j.add("grad_outputs_at", settings.outputs_at_forward ? "forward" : "backward");
   j.add("grad_buffer_mb", double(calls.options.grad_buffer_bytes) / (1 << 20));
   j.add("mem_method", DeviceMemoryProbe::method());
   j.add("timing",
@@ -443,9 +456,12 @@ constexpr const char* kUsage =
     "usage: linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes NAME,...]\n"
     "                           [--modes exact,filtered,state] [--iters N] [--refresh-every K]\n"
     "                           [--weight-grad f32|bf16] [--grad-buffer-mb N]\n"
+    "                           [--grad-outputs-at backward|forward]\n"
     "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n"
     "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n"
-    "  --grad-buffer-mb: the backward's G staging buffer (default: the library's, 512)\n";
+    "  --grad-buffer-mb: the backward's G staging buffer (default: the library's, 512)\n"
+    "  --grad-outputs-at: when the dC outputs are allocated; forward gives them to the forward\n"
+    "    too, which builds an ordered segment's weight copy there (default backward)\n";
 
 // Settings from the command line; nullopt (after a message) on a bad one.
 std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
@@ -468,7 +484,8 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
       continue;
     }
     if (a != "--kinds" && a != "--shapes" && a != "--modes" && a != "--iters" &&
-        a != "--refresh-every" && a != "--weight-grad" && a != "--grad-buffer-mb") {
+        a != "--refresh-every" && a != "--weight-grad" && a != "--grad-buffer-mb" &&
+        a != "--grad-outputs-at") {
       fmt::print(stderr, "linear_ce_gpu_bench: unknown argument '{}'\n{}", a, kUsage);
       return std::nullopt;
     }
@@ -479,6 +496,14 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
         return std::nullopt;
       }
       s.weight_grad_16 = *v == "bf16";
+    }
+    if (a == "--grad-outputs-at") {
+      if (*v != "forward" && *v != "backward") {
+        fmt::print(stderr,
+                   "linear_ce_gpu_bench: --grad-outputs-at is forward or backward, got '{}'\n", *v);
+        return std::nullopt;
+      }
+      s.outputs_at_forward = *v == "forward";
     }
     if (a == "--kinds") kinds = split_list(*v);
     if (a == "--shapes") shape_list = split_list(*v);

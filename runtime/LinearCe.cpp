@@ -220,6 +220,18 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   if (teacher_hidden) check_resident(driver, *teacher_hidden);
   for (const auto* out : {&outputs.loss, &outputs.row_loss, &outputs.lse})
     if (*out) check_resident(driver, **out);
+  TILEJIT_USER_CHECK(outputs.d_weight.empty() || outputs.d_weight.size() == prog.segments.size(),
+                     "program {}: {} d_weight outputs for {} segments", prog.name,
+                     outputs.d_weight.size(), prog.segments.size());
+  st->d_weight_outputs.resize(prog.segments.size());
+  for (size_t s = 0; s < outputs.d_weight.size(); ++s) {
+    if (!outputs.d_weight[s]) continue;
+    const Segment& seg = prog.segments[s];
+    const TensorView dw = named(*outputs.d_weight[s], "d_" + seg.weight);
+    check_weight_grad(dw, hidden.dtype, seg.size(), st->dim, "V_" + seg.name);
+    check_resident(driver, dw);
+    st->d_weight_outputs[s] = dw;
+  }
   st->kernels = prepare(prog, elem_of(hidden.dtype), device_arch(0));
   PreparedLoss& K = *st->kernels;
   const LossProgram& P = K.lowered.program;
@@ -371,9 +383,17 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       if (seg.order && options.copy_ordered_weights) {
-        ordered_weights.push_back(
-            DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
-        void* copy = ordered_weights.back().data();
+        // In the caller's gradient buffer when its rows are contiguous (LinearCe.h), else from
+        // the pool.
+        const std::optional<TensorView>& given = st->d_weight_outputs[s];
+        void* copy = nullptr;
+        if (given && given->strides[0] == dim) {
+          copy = given->data;
+        } else {
+          ordered_weights.push_back(
+              DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
+          copy = ordered_weights.back().data();
+        }
         run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
             {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
             static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride),

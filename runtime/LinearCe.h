@@ -54,7 +54,8 @@
 // TMA from the copy, which it allocates and frees in `stream`'s order from the workspace pool
 // (runtime/WorkspacePool.h: the host waits for nothing, and the next step reuses the memory). The
 // pool keeps the copy's memory reserved through the backward, which reuses part of it, and
-// between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise).
+// between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise), unless the caller gives the
+// forward the weights' gradient buffers to build it in (LinearCeOutputs::d_weight).
 // LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
 // vocabulary chunk's rows the same way within grad_buffer_bytes.
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
@@ -157,6 +158,15 @@ struct LinearCeOutputs {
   std::optional<TensorView> loss;      // f32, one element: the reduced loss (none: the sum)
   std::optional<TensorView> row_loss;  // f32 [N] contiguous, 0 on ignored rows
   std::optional<TensorView> lse;       // f32 [N] contiguous, 0 on ignored rows
+  // The weights' gradient buffers, per segment (each optional; LinearCeGradOutputs::d_weight's
+  // rules), given to the forward already, as an autograd function that allocates its gradients
+  // with its forward would. The forward then builds an ordered segment's position-order weight
+  // copy ("Gradient filtering and the vocabulary order") inside that segment's buffer when the
+  // buffer's rows are contiguous (row stride D), instead of taking V_s x D elements from the
+  // workspace pool: a state step's peak is then the outputs and the backward's scratch. Their
+  // contents are undefined until the backward writes the gradients there, which it does unless
+  // it is given other buffers. They must stay alive until the backward.
+  std::vector<std::optional<TensorView>> d_weight;
 };
 
 // The teacher of a `kl` term (see "Distillation" above).

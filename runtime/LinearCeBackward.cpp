@@ -62,10 +62,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   CeLayout layout = st.layout;
   for (size_t s = 0; s < num_segments; ++s) {
     const Segment& seg = P.segments[s];
+    // The caller's buffer: this call's, else the forward's (checked there), else the library's.
     const bool given = !outputs.d_weight.empty() && outputs.d_weight[s];
+    const std::optional<TensorView>& early = st.d_weight_outputs[s];
     g.d_weight.push_back(
-        given ? *outputs.d_weight[s]
-              : storage->take(size_t(seg.size()) * dim, {seg.size(), dim}, "d_" + seg.weight));
+        given   ? *outputs.d_weight[s]
+        : early ? *early
+                : storage->take(size_t(seg.size()) * dim, {seg.size(), dim}, "d_" + seg.weight));
     layout.seg[s].d_weight = g.d_weight[s].data;
     layout.seg[s].d_weight_stride = g.d_weight[s].strides[0];
     layout.seg[s].d_weight_16 = g.d_weight[s].dtype != DType::F32;

@@ -107,6 +107,9 @@ struct LinearCeState {
   linear_ce::CeTeacher teacher;
   LinearCeWorkspace ws;
   int64_t grad_buffer_bytes = 0;  // the backward's chunks' budget (LinearCeOptions)
+  // The weights' gradient buffers the forward was given (LinearCeOutputs::d_weight), per segment:
+  // the backward's outputs unless it is given others.
+  std::vector<std::optional<TensorView>> d_weight_outputs;
   // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the forward's
   // stream after the backwards' work on theirs (used_on), hence mutable.
   mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]

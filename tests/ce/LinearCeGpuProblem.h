@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/Error.h"
@@ -86,6 +87,7 @@ struct Case {
   bool i64_targets = false;
   bool copy_ordered_weights = true;  // LinearCeOptions::copy_ordered_weights
   bool weight_grad_16 = false;       // dC outputs in E's dtype rather than f32
+  bool grad_outputs_at_forward = false;  // dC outputs given to the forward, not the backward
   // The forward on one stream, the backward on another that waits for it (an event), and the
   // state dropped as soon as the backward is enqueued, before either stream has finished.
   bool two_streams = false;
@@ -254,8 +256,18 @@ class Problem {
       targets = TensorView::contiguous(keep.back().data(), DType::I32, {c.n},
                                        TensorView::Where::Device, "targets");
     }
-    LinearCeOutputs outs{output(1, {1}, "loss"), output(c.n, {c.n}, "row_loss"),
-                         output(c.n, {c.n}, "lse")};
+    LinearCeOutputs outs;
+    outs.loss = output(1, {1}, "loss");
+    outs.row_loss = output(c.n, {c.n}, "row_loss");
+    outs.lse = output(c.n, {c.n}, "lse");
+    LinearCeGradOutputs gouts;
+    gouts.d_hidden = output(c.n * c.d, {c.n, c.d}, "dE");
+    for (const SegSpec& s : c.segments) {
+      gouts.d_weight.push_back(c.weight_grad_16 ? output16(s.size * c.d, {s.size, c.d}, "dC")
+                                                : output(s.size * c.d, {s.size, c.d}, "dC"));
+      gouts.d_bias.push_back(s.bias ? std::optional(output(s.size, {s.size}, "db")) : std::nullopt);
+    }
+    if (c.grad_outputs_at_forward) outs.d_weight = std::exchange(gouts.d_weight, {});
     LinearCeOptions options;
     options.filter_threshold = c.threshold;
     options.vocab_ordering = c.ordering;
@@ -274,13 +286,6 @@ class Problem {
     TensorView grad_loss =
         TensorView::contiguous(keep.back().data(), DType::F32, {int64_t(upstream.size())},
                                TensorView::Where::Device, "grad_loss");
-    LinearCeGradOutputs gouts;
-    gouts.d_hidden = output(c.n * c.d, {c.n, c.d}, "dE");
-    for (const SegSpec& s : c.segments) {
-      gouts.d_weight.push_back(c.weight_grad_16 ? output16(s.size * c.d, {s.size, c.d}, "dC")
-                                                : output(s.size * c.d, {s.size, c.d}, "dC"));
-      gouts.d_bias.push_back(s.bias ? std::optional(output(s.size, {s.size}, "db")) : std::nullopt);
-    }
     if (c.two_streams) {
       Driver& d = *Driver::get();
       CUevent forward_done = d.event_create(CU_EVENT_DISABLE_TIMING);
@@ -290,6 +295,8 @@ class Problem {
     }
     LinearCeGradients g = linear_cross_entropy_backward(
         fwd, grad_loss, bwd_stream ? bwd_stream->get() : nullptr, gouts);
+    for (size_t s = 0; s < outs.d_weight.size(); ++s)  // the forward's buffers hold the results
+      EXPECT_EQ(g.d_weight[s].data, outs.d_weight[s]->data) << c.name << " segment " << s;
     if (c.two_streams) fwd.state.reset();  // its workspace goes back after both streams' work
     Driver::get()->context_synchronize();
 

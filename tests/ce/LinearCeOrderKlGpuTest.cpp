@@ -136,6 +136,30 @@ TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
   EXPECT_EQ(copied.last_loss(), gathered.last_loss());
 }
 
+// The weights' gradient buffers given to the forward (LinearCeOutputs::d_weight): it builds the
+// ordered segments' position-order copies in them (contiguous rows), and the backward writes the
+// gradients there, bit-identical to buffers given to the backward; f32 and 16-bit buffers.
+TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
+  for (bool narrow : {false, true}) {
+    Case late = gapped_fixed_order("gaps_bias_dC_at_backward");
+    late.weight_grad_16 = narrow;
+    Case early = late;
+    early.name = "gaps_bias_dC_at_forward";
+    early.grad_outputs_at_forward = true;
+    Problem a(late), b(early);
+    a.check();
+    b.check();
+    EXPECT_TRUE(b.ordered_forward());
+    EXPECT_TRUE(b.ordered_backward()) << b.surviving();
+    ASSERT_EQ(a.last_d_weight().size(), b.last_d_weight().size());
+    EXPECT_EQ(std::memcmp(a.last_d_weight().data(), b.last_d_weight().data(),
+                          a.last_d_weight().size() * 4),
+              0)
+        << (narrow ? "16-bit" : "f32") << " dC";
+    EXPECT_EQ(a.last_loss(), b.last_loss());
+  }
+}
+
 TEST_F(LinearCeGpu, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
   // Flat rows: every tile holds probabilities above the threshold, so the backward visits every
   // tile in natural order, and a reusable order pauses filtering until its next rebuild.
