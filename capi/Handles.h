@@ -15,6 +15,7 @@
 #include "compiler/Program.h"
 #include "runtime/Bindings.h"
 #include "runtime/BlockMask.h"
+#include "runtime/VocabOrder.h"
 #include "tilejit.h"
 
 struct tj_program {
@@ -36,7 +37,12 @@ struct tj_linear_ce_state {
   std::unique_ptr<tilejit::capi::LinearCeRun> run;
   std::string program_name;
   std::vector<tilejit::Segment> segments;  // the program's, to name the gradients
+  std::vector<bool> d_weight_given;        // per segment: the forward was given its gradient
   int device = TJ_HOST;                    // where the forward ran
+};
+
+struct tj_vocab_order {
+  std::shared_ptr<tilejit::VocabOrder> order;
 };
 
 namespace tilejit::capi {

@@ -26,6 +26,20 @@ LinearCeOptions options_of(const tj_linear_ce_options* o) {
   options.filter_threshold = o->filter_threshold;
   options.deterministic = o->deterministic != 0;
   if (o->grad_buffer_bytes != 0) options.grad_buffer_bytes = o->grad_buffer_bytes;
+  switch (o->vocab_ordering) {
+    case TJ_VOCAB_NATURAL: options.vocab_ordering = VocabOrdering::Natural; break;
+    case TJ_VOCAB_AVERAGE_LOGIT: options.vocab_ordering = VocabOrdering::AverageLogit; break;
+    case TJ_VOCAB_STATE: options.vocab_ordering = VocabOrdering::State; break;
+    default:
+      fail(TJ_ERR_INVALID_ARGUMENT,
+           "options->vocab_ordering is {}: TJ_VOCAB_NATURAL, _AVERAGE_LOGIT or _STATE",
+           o->vocab_ordering);
+  }
+  if ((o->vocab_ordering == TJ_VOCAB_STATE) != (o->vocab_order != nullptr))
+    fail(TJ_ERR_INVALID_ARGUMENT, "options->vocab_order is {} but options->vocab_ordering is {}",
+         o->vocab_order ? "given" : "NULL",
+         o->vocab_ordering == TJ_VOCAB_STATE ? "TJ_VOCAB_STATE" : "not TJ_VOCAB_STATE");
+  if (o->vocab_order) options.vocab_order = o->vocab_order->order;
   return options;
 }
 
@@ -81,6 +95,8 @@ void tj_linear_ce_options_init(tj_linear_ce_options* options) {
   options->filter_threshold = defaults.filter_threshold;
   options->deterministic = defaults.deterministic ? 1 : 0;
   options->grad_buffer_bytes = defaults.grad_buffer_bytes;
+  options->vocab_ordering = TJ_VOCAB_NATURAL;
+  options->vocab_order = nullptr;
 }
 
 tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear_ce_inputs* inputs,
@@ -100,6 +116,7 @@ tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear_ce_inp
                                     {"teacher_hidden", inputs->teacher_hidden}};
     Bindings bind = with_segments(prog, bindings_of(bindings), *inputs, placed);
     LinearCeOutputs outs;
+    std::vector<bool> d_weight_given(prog.segments.size(), false);
     if (outputs) {
       outs.loss = optional_view(outputs->loss, "loss");
       outs.row_loss = optional_view(outputs->row_loss, "row_loss");
@@ -107,6 +124,21 @@ tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear_ce_inp
       placed.insert(
           placed.end(),
           {{"loss", outputs->loss}, {"row_loss", outputs->row_loss}, {"lse", outputs->lse}});
+      if (!outputs->d_weight && outputs->num_d_weight != 0)
+        fail(TJ_ERR_INVALID_ARGUMENT, "outputs->num_d_weight is {} but outputs->d_weight is NULL",
+             outputs->num_d_weight);
+      if (outputs->d_weight) {
+        if (outputs->num_d_weight != static_cast<int32_t>(prog.segments.size()))
+          fail(TJ_ERR_INVALID_ARGUMENT,
+               "program '{}' has {} segment(s) but outputs->num_d_weight is {}", prog.name,
+               prog.segments.size(), outputs->num_d_weight);
+        for (size_t i = 0; i < prog.segments.size(); ++i) {
+          const std::string name = "d_" + prog.segments[i].weight;
+          outs.d_weight.push_back(optional_view(outputs->d_weight[i], name.c_str()));
+          if (outputs->d_weight[i]) placed.emplace_back(name, outputs->d_weight[i]);
+          d_weight_given[i] = outputs->d_weight[i] != nullptr;
+        }
+      }
     }
     retag_user_errors(TJ_ERR_UNSUPPORTED, [&] { check_linear_ce_supported(prog, in); });
     prepare_placement({"hidden", inputs->hidden}, placed);
@@ -114,6 +146,7 @@ tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear_ce_inp
     auto handle = std::make_unique<tj_linear_ce_state>();
     handle->program_name = prog.name;
     handle->segments = prog.segments;
+    handle->d_weight_given = d_weight_given;
     handle->device = inputs->hidden->device;
     handle->run = linear_ce_forward(prog, in, bind, options_of(options), cu_stream(stream), outs);
     result = handle.release();
@@ -137,8 +170,13 @@ tj_status tj_linear_ce_backward(tj_linear_ce_state* state, const tj_tensor* grad
     for (size_t i = 0; i < segs.size(); ++i) {
       const Segment& s = segs[i];
       const tj_segment_gradients& g = segments[i];
-      outs.d_weight.push_back(to_view(g.d_weight, "d_" + s.weight));
-      placed.emplace_back("d_" + s.weight, g.d_weight);
+      if (!g.d_weight && !state->d_weight_given[i])
+        fail(TJ_ERR_INVALID_ARGUMENT,
+             "segments[{}].d_weight (the gradient of weight '{}' of segment '{}') is NULL and the "
+             "forward was not given it",
+             i, s.weight, s.name);
+      outs.d_weight.push_back(optional_view(g.d_weight, ("d_" + s.weight).c_str()));
+      if (g.d_weight) placed.emplace_back("d_" + s.weight, g.d_weight);
       if (s.bias.empty() && g.d_bias)
         fail(TJ_ERR_INVALID_ARGUMENT, "segments[{}].d_bias is given but segment '{}' has no bias",
              i, s.name);
@@ -166,6 +204,31 @@ tj_status tj_linear_ce_state_rows(const tj_linear_ce_state* state, int64_t* rows
 }
 
 void tj_linear_ce_state_destroy(tj_linear_ce_state* state) { delete state; }
+
+tj_status tj_vocab_order_create(int32_t refresh_every, tj_vocab_order** order) {
+  if (order) *order = nullptr;
+  return boundary("tj_vocab_order_create", [&] {
+    tj_vocab_order*& result = out_param(order, "order");
+    if (refresh_every < 1)
+      fail(TJ_ERR_INVALID_ARGUMENT, "refresh_every is {}: at least 1", refresh_every);
+    result = new tj_vocab_order{VocabOrder::by_average_logit(refresh_every)};
+  });
+}
+
+void tj_vocab_order_destroy(tj_vocab_order* order) { delete order; }
+
+tj_status tj_vocab_order_stats(const tj_vocab_order* order, int64_t* forwards,
+                               int64_t* ordered_forwards, int64_t* rebuilds,
+                               double* last_survival) {
+  return boundary("tj_vocab_order_stats", [&] {
+    if (!order || !order->order) fail(TJ_ERR_INVALID_ARGUMENT, "the vocabulary order is NULL");
+    const VocabOrder::Stats s = order->order->stats();
+    if (forwards) *forwards = s.forwards;
+    if (ordered_forwards) *ordered_forwards = s.ordered_forwards;
+    if (rebuilds) *rebuilds = s.rebuilds;
+    if (last_survival) *last_survival = s.last_survival;
+  });
+}
 
 // The pool of the device the library's calls use on this thread (Driver::ensure_context); no GPU:
 // nothing held, nothing to hand back.

@@ -156,6 +156,7 @@ class HostLinearCe final : public LinearCeRun {
         for (int64_t r = 0; r < n; ++r)
           static_cast<float*>((*view)->data)[r * (*view)->strides[0]] = (*values)[r];
     for (int64_t r = 0; r < n; ++r) kept_ += target_at(in_.targets, r) != p.ignore_index;
+    d_weight_ = outputs.d_weight;  // the backward's, unless it is given others
   }
 
   int64_t rows() const override { return static_cast<int64_t>(lse_.size()); }
@@ -185,9 +186,11 @@ class HostLinearCe final : public LinearCeRun {
                        outputs.d_weight.size(), p.segments.size());
     for (size_t s = 0; s < p.segments.size(); ++s) {
       const Segment& seg = p.segments[s];
-      TILEJIT_USER_CHECK(outputs.d_weight[s], "program {}: the gradient of weight '{}' is required",
-                         p.name, seg.weight);
-      a.d_weights.push_back(*outputs.d_weight[s]);
+      const std::optional<TensorView>& d_weight =
+          outputs.d_weight[s] || s >= d_weight_.size() ? outputs.d_weight[s] : d_weight_[s];
+      TILEJIT_USER_CHECK(d_weight, "program {}: the gradient of weight '{}' is required", p.name,
+                         seg.weight);
+      a.d_weights.push_back(*d_weight);
       const bool bias_given = s < outputs.d_bias.size() && outputs.d_bias[s];
       TILEJIT_USER_CHECK(!bias_given || !seg.bias.empty(),
                          "program {}: segment '{}' has no bias, but a d_bias output was given "
@@ -207,6 +210,7 @@ class HostLinearCe final : public LinearCeRun {
   std::unique_ptr<LossRowHooks> hooks_;
   CpuLinearCeInputs in_;
   std::vector<float> lse_, tempered_lse_, teacher_lse_;  // the forward's, for the backward
+  std::vector<std::optional<TensorView>> d_weight_;      // given to the forward (or none)
   int64_t kept_ = 0;
 };
 

@@ -226,14 +226,38 @@ TJ_API tj_status tj_attention_backward(const tj_program* program, const tj_tenso
 /* The saved state between a forward and its backward. */
 typedef struct tj_linear_ce_state tj_linear_ce_state;
 
+/* A vocabulary order kept across forwards (GPU gradient filtering): each segment's ids ordered by
+ * their average logit over a forward's rows, rebuilt every `refresh_every` forwards (>= 1), so
+ * that the likely ids share tiles and the backward skips the others. An order that leaves too
+ * many tiles alive pauses filtering until its next rebuild. Thread-safe; a forward's state keeps
+ * the order it used alive, so destroying the handle early is safe. */
+typedef struct tj_vocab_order tj_vocab_order;
+TJ_API tj_status tj_vocab_order_create(int32_t refresh_every, tj_vocab_order** order);
+TJ_API void tj_vocab_order_destroy(tj_vocab_order* order);
+/* What the order has seen: forwards that used it, of which filtered in the order, pre-pass runs
+ * (rebuilds), and the last backward's fraction of visited tiles (-1 before any). Any out-pointer
+ * may be NULL. */
+TJ_API tj_status tj_vocab_order_stats(const tj_vocab_order* order, int64_t* forwards,
+                                      int64_t* ordered_forwards, int64_t* rebuilds,
+                                      double* last_survival);
+
+/* Where a filtering forward's vocabulary order comes from. */
+typedef enum tj_vocab_ordering {
+  TJ_VOCAB_NATURAL = 0,       /* ids in the layout's order */
+  TJ_VOCAB_AVERAGE_LOGIT = 1, /* a pre-pass on this forward's rows (one GEMV, one more sync) */
+  TJ_VOCAB_STATE = 2          /* tj_linear_ce_options.vocab_order, reused across forwards */
+} tj_vocab_ordering;
+
 typedef struct tj_linear_ce_options {
   float filter_threshold;    /* GPU gradient filtering: < 0 the dtype's default, 0 exact */
   int32_t deterministic;     /* every kernel of this path is deterministic; kept for the future */
   int64_t grad_buffer_bytes; /* GPU backward staging bound; 0 the default (512 MiB) */
+  int32_t vocab_ordering;    /* a tj_vocab_ordering (GPU; the CPU executor visits every id) */
+  tj_vocab_order* vocab_order; /* TJ_VOCAB_STATE: the order (required then, NULL otherwise) */
 } tj_linear_ce_options;
 
-/* The defaults: filter_threshold -1, deterministic 1, grad_buffer_bytes 512 MiB. A NULL
- * options pointer means the same. */
+/* The defaults: filter_threshold -1, deterministic 1, grad_buffer_bytes 512 MiB, natural order.
+ * A NULL options pointer means the same. */
 TJ_API void tj_linear_ce_options_init(tj_linear_ce_options* options);
 
 /* A segment's weight [V_s, D] and bias [V_s] (NULL when the segment has none). */
@@ -257,11 +281,19 @@ typedef struct tj_linear_ce_inputs {
 } tj_linear_ce_inputs;
 
 /* f32 outputs, each optional (NULL): loss (one element: the mean or sum over kept rows as the
- * program says; reduction none gives the sum), row_loss [N] and lse [N] (0 on ignored rows). */
+ * program says; reduction none gives the sum), row_loss [N] and lse [N] (0 on ignored rows).
+ * d_weight (NULL, or num_d_weight = the program's segment count entries, each may be NULL): the
+ * buffers the backward will write the weights' gradients into, given to the forward already (the
+ * backward's rules for them). On the GPU the forward builds an ordered segment's position-order
+ * weight copy in its buffer (contiguous rows) rather than in library scratch, so a step needs
+ * V_s x D fewer elements; the contents are undefined until the backward, which writes the
+ * gradients there when its own segments[i].d_weight is NULL. They must stay alive until then. */
 typedef struct tj_linear_ce_outputs {
   const tj_tensor* loss;
   const tj_tensor* row_loss;
   const tj_tensor* lse;
+  const tj_tensor* const* d_weight;
+  int32_t num_d_weight;
 } tj_linear_ce_outputs;
 
 /* The forward of a loss program. The state keeps what the backward needs and views of the
@@ -274,8 +306,9 @@ TJ_API tj_status tj_linear_ce_forward(const tj_program* program, const tj_linear
                                       const tj_linear_ce_outputs* outputs, void* stream,
                                       tj_linear_ce_state** state);
 
-/* A segment's weight gradient [V_s, D] and bias gradient [V_s] (NULL exactly when the segment
- * has no bias). */
+/* A segment's weight gradient [V_s, D] (NULL when the forward was given it in
+ * tj_linear_ce_outputs.d_weight) and bias gradient [V_s] (NULL exactly when the segment has no
+ * bias). */
 typedef struct tj_segment_gradients {
   const tj_tensor* d_weight;
   const tj_tensor* d_bias;

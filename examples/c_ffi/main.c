@@ -148,7 +148,7 @@ static int run_loss(void) {
   tj_tensor tloss = {&loss, TJ_DTYPE_F32, 1, one, NULL, TJ_HOST};
   tj_segment_tensors segments[2] = {{&tw0, NULL}, {&tw1, NULL}};
   tj_linear_ce_inputs in = {&th, &tt, segments, 2, NULL};
-  tj_linear_ce_outputs outs = {&tloss, NULL, NULL};
+  tj_linear_ce_outputs outs = {&tloss, NULL, NULL, NULL, 0};
   tj_linear_ce_state* state = NULL;
   TJ_TRY(tj_linear_ce_forward(program, &in, NULL, NULL, &outs, NULL, &state));
 

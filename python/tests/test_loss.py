@@ -132,6 +132,24 @@ class LossTest(unittest.TestCase):
         self.check(tilejit.program(TWO_HEADS), LossReference(segments), e, args, targets,
                    atol=3e-3, rtol=3e-2, filter_threshold=0.0)
 
+    def test_vocab_order_is_accepted_on_the_cpu(self):
+        # The order serves the GPU backward's filtering; the CPU executor visits every id, so
+        # the results are the reference's, and the order is never asked.
+        rng = fresh_rng(35)
+        segments, args = self.two_heads(rng, 16)
+        e = randn(rng, (19, 16), np.float32)
+        targets = live_targets(rng, 19, segments, -100, 2, np.int32)
+        order = tilejit.VocabOrder(refresh_every=2)
+        for vocab_order in (order, "average_logit"):
+            self.check(tilejit.program(TWO_HEADS), LossReference(segments), e, args, targets,
+                       vocab_order=vocab_order)
+        self.assertEqual(order.stats()["forwards"], 0)
+        with self.assertRaises(tilejit.InvalidArgumentError):
+            tilejit.linear_cross_entropy(e, args, targets, tilejit.program(TWO_HEADS),
+                                         vocab_order="sorted")
+        with self.assertRaises(tilejit.InvalidArgumentError):
+            tilejit.VocabOrder(refresh_every=0)
+
     def test_kl_against_a_teacher(self):
         rng = fresh_rng(36)
         program = tilejit.program(

@@ -329,6 +329,39 @@ class CudaLossTest(CudaTestCase):
             self.assertEqual(got.device, self.e_store.device)
             torch.testing.assert_close(got.double(), ref.detach(), atol=2e-3, rtol=2e-3)
 
+    def test_vocab_order_kept_across_steps(self):
+        # Filtering on (no smoothing under the soft-cap's logit_mod here), the order built on the
+        # first step and reused on the second; the weights' gradients are allocated with the
+        # forward (which builds its position-order weight copy in them). Dropped entries are
+        # below the bf16 threshold 2^-12: within the tolerance.
+        program = tilejit.program("loss gpu_ordered {\n  segment text : [0, 1000) weight W0\n"
+                                  "  segment act : [1010, 1082) weight W1 bias b1\n"
+                                  "  reduction = mean\n}\n")
+        order = tilejit.VocabOrder(refresh_every=2)
+        ref_leaves = [x.detach().double().requires_grad_() for x in self.leaves]
+        e_ref, w0_ref = self.views(ref_leaves[0], ref_leaves[1])
+        want, _, _ = reference_loss_terms(e_ref, [(w0_ref, None), (ref_leaves[2], ref_leaves[3])],
+                                          [0, 1010], self.targets, reduction="mean")
+        want_grads = torch.autograd.grad(want, ref_leaves)
+        for step in range(2):
+            leaves = [x.detach().clone().requires_grad_() for x in self.leaves]
+            e, w0 = self.views(leaves[0], leaves[1])
+            with poisoned_outputs():
+                loss = tilejit.linear_cross_entropy(e, [w0, (leaves[2], leaves[3])],
+                                                    self.targets, program, vocab_order=order)
+                grads = torch.autograd.grad(loss, leaves)
+            torch.testing.assert_close(loss.double(), want.detach(), atol=2e-3, rtol=2e-3)
+            for name, got, ref in zip(("e", "W0", "W1", "b1"), grads, want_grads):
+                torch.testing.assert_close(got.double(), ref, atol=2e-3, rtol=2e-2,
+                                           msg=lambda m, n=name, k=step: f"step {k} d{n}: {m}")
+        stats = order.stats()
+        self.assertEqual(stats["forwards"], 2)
+        self.assertEqual(stats["rebuilds"], 1)
+        self.assertGreaterEqual(stats["last_survival"], 0.0)
+        with self.assertRaises(tilejit.InvalidArgumentError):
+            tilejit.linear_cross_entropy(e, [w0, (leaves[2], leaves[3])], self.targets, program,
+                                         vocab_order="by_frequency")
+
     def test_workspace_pool_keeps_the_scratch_until_trimmed(self):
         tilejit.trim_workspace_pool()
         loss = self.loss("mean")

@@ -23,6 +23,7 @@ from .errors import (BundleMismatchError, CompileError, CudaError, InternalError
 from .loss import LinearCrossEntropyForward, linear_cross_entropy, linear_cross_entropy_forward
 from .masks import BlockMask, BlockMaskCounts, BlockMaskShape, block_mask
 from .programs import Program, load, program
+from .vocab import VocabOrder
 
 __version__ = version()
 
@@ -30,7 +31,7 @@ __all__ = [
     "BlockMask", "BlockMaskCounts", "BlockMaskShape", "BundleMismatchError", "CompileError",
     "CudaError", "InternalError", "InvalidArgumentError", "LinearCrossEntropyForward",
     "NoDeviceError", "OfflineMissError", "OutOfMemoryError", "ParseError", "Program",
-    "TilejitError", "UnsupportedError", "ValidationError", "attention", "attention_backward",
+    "TilejitError", "UnsupportedError", "ValidationError", "VocabOrder", "attention", "attention_backward",
     "attention_forward", "block_mask", "gpu_available", "library_path", "linear_cross_entropy",
     "linear_cross_entropy_forward", "load", "program", "programs", "trim_workspace_pool", "version",
     "workspace_pool_held_bytes",

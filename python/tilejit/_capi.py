@@ -74,6 +74,8 @@ class LinearCeOptions(Structure):
         ("filter_threshold", c_float),
         ("deterministic", c_int32),
         ("grad_buffer_bytes", c_int64),
+        ("vocab_ordering", c_int32),
+        ("vocab_order", c_void_p),
     ]
 
 
@@ -96,6 +98,8 @@ class LinearCeOutputs(Structure):
         ("loss", POINTER(Tensor)),
         ("row_loss", POINTER(Tensor)),
         ("lse", POINTER(Tensor)),
+        ("d_weight", POINTER(POINTER(Tensor))),
+        ("num_d_weight", c_int32),
     ]
 
 
@@ -140,6 +144,10 @@ _STATUS_FUNCTIONS = {
         Handle, TensorPtr, TensorPtr, POINTER(SegmentGradients), c_int32, c_void_p,
     ],
     "tj_linear_ce_state_rows": [Handle, POINTER(c_int64), POINTER(c_int64)],
+    "tj_vocab_order_create": [c_int32, POINTER(Handle)],
+    "tj_vocab_order_stats": [
+        Handle, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64), POINTER(ctypes.c_double),
+    ],
 }
 
 _DESTROY_FUNCTIONS = (
@@ -147,6 +155,7 @@ _DESTROY_FUNCTIONS = (
     "tj_bindings_destroy",
     "tj_block_mask_destroy",
     "tj_linear_ce_state_destroy",
+    "tj_vocab_order_destroy",
 )
 
 

@@ -35,6 +35,7 @@ from .attention import AttentionCall
 from .loss import LinearCrossEntropyForward, SegmentArg, _split_segment
 from .masks import BlockMask, block_mask
 from .programs import Program
+from .vocab import VocabOrderArg
 
 
 class _AttentionFunction(torch.autograd.Function):
@@ -120,7 +121,7 @@ def linear_cross_entropy(e: torch.Tensor, segments: Sequence[SegmentArg], target
                          params: Optional[Mapping[str, Any]] = None,
                          filter_threshold: Optional[float] = None, return_rows: bool = False,
                          teacher_hidden: Optional[torch.Tensor] = None,
-                         grad_buffer_bytes: int = 0
+                         grad_buffer_bytes: int = 0, vocab_order: VocabOrderArg = None
                          ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
     """tilejit.linear_cross_entropy on torch tensors, differentiable in e and in every
     segment's weight and bias (see tilejit.linear_cross_entropy for the arguments)."""
@@ -129,11 +130,16 @@ def linear_cross_entropy(e: torch.Tensor, segments: Sequence[SegmentArg], target
     for w, b in pairs:
         flat.extend((w, b))
 
+    # With an order on the GPU, the weights' gradients are allocated with the forward, which
+    # builds its position-order weight copy in them: a step then needs that much less memory.
+    weight_grads = torch.is_grad_enabled() and any(w.requires_grad for w, _ in pairs)
+
     def make_run(e_in: torch.Tensor, tensors: Sequence[Optional[torch.Tensor]]) -> Any:
         segs = [(tensors[2 * i], tensors[2 * i + 1]) if pairs[i][1] is not None
                 else tensors[2 * i] for i in range(len(pairs))]
         return LinearCrossEntropyForward(e_in, segs, targets, program, buffers, params,
-                                         filter_threshold, teacher_hidden, grad_buffer_bytes)
+                                         filter_threshold, teacher_hidden, grad_buffer_bytes,
+                                         vocab_order, weight_grads and vocab_order is not None)
 
     tensors = [e] + [t for t in flat if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):

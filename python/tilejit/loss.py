@@ -26,6 +26,7 @@ from ._dlpack import Exported, optional_ref
 from ._operands import Placement
 from .errors import InvalidArgumentError
 from .programs import Program, Segment
+from .vocab import VocabOrderArg, set_vocab_order
 
 SegmentArg = Union[Any, Tuple[Any, Optional[Any]]]
 
@@ -50,7 +51,8 @@ class LinearCrossEntropyForward:
                  buffers: Optional[Mapping[str, Any]] = None,
                  params: Optional[Mapping[str, Any]] = None,
                  filter_threshold: Optional[float] = None, teacher_hidden: Any = None,
-                 grad_buffer_bytes: int = 0) -> None:
+                 grad_buffer_bytes: int = 0, vocab_order: VocabOrderArg = None,
+                 weight_grads_at_forward: bool = False) -> None:
         self.program = program
         self.placement = p = Placement(e, "hidden")
         self.bindings = Bindings(buffers, params, p)
@@ -78,7 +80,19 @@ class LinearCrossEntropyForward:
         self._loss, e_loss = p.output((1,), "loss", "float32")
         self.row_loss, e_rows = p.output((rows,), "row_loss", "float32")
         self.lse, e_lse = p.output((rows,), "lse", "float32")
-        outputs = _capi.LinearCeOutputs(e_loss.ref, e_rows.ref, e_lse.ref)
+        outputs = _capi.LinearCeOutputs(e_loss.ref, e_rows.ref, e_lse.ref, None, 0)
+        # The weights' gradients allocated now and given to the forward (on the GPU it builds a
+        # vocabulary order's position-order weight copy in them rather than in its own scratch);
+        # the backward writes into them.
+        self._early_d_weight: List[Tuple[Any, Exported]] = []
+        if weight_grads_at_forward and p.on_gpu:
+            for i, segment in enumerate(program.segments):
+                weight, _ = self._segment_sources(i, segment)
+                self._early_d_weight.append(p.output_like(weight, f"d_segments[{i}].weight", None))
+            early = (_capi.TensorPtr * len(self._early_d_weight))(
+                *[e_dw.ref for _, e_dw in self._early_d_weight])
+            outputs.d_weight = early
+            outputs.num_d_weight = len(self._early_d_weight)
 
         options = _capi.LinearCeOptions()
         _capi.lib.tj_linear_ce_options_init(ctypes.byref(options))
@@ -86,6 +100,8 @@ class LinearCrossEntropyForward:
             options.filter_threshold = float(filter_threshold)
         if grad_buffer_bytes:
             options.grad_buffer_bytes = int(grad_buffer_bytes)
+        set_vocab_order(options, vocab_order)
+        self._vocab_order = vocab_order  # alive while the state may use it
 
         with p.scope():
             _capi.call("tj_linear_ce_forward", program.handle, ctypes.byref(inputs),
@@ -126,7 +142,8 @@ class LinearCrossEntropyForward:
         for i, segment in enumerate(self._layout):
             weight, bias = self._segment_sources(i, segment)
             # dC in the weights' (= E's) 16-bit dtype on the GPU: rounded once by the kernels
-            dw, e_dw = p.output_like(weight, f"d_segments[{i}].weight", None)
+            dw, e_dw = (self._early_d_weight[i] if self._early_d_weight else
+                        p.output_like(weight, f"d_segments[{i}].weight", None))
             db, e_db = (p.output_like(bias, f"d_segments[{i}].bias", grad_dtype)
                         if bias is not None else (None, None))
             grads.append((dw, db))
@@ -175,19 +192,21 @@ def linear_cross_entropy_forward(e: Any, segments: Sequence[SegmentArg], targets
                                  params: Optional[Mapping[str, Any]] = None,
                                  filter_threshold: Optional[float] = None,
                                  teacher_hidden: Any = None,
-                                 grad_buffer_bytes: int = 0) -> LinearCrossEntropyForward:
+                                 grad_buffer_bytes: int = 0,
+                                 vocab_order: VocabOrderArg = None) -> LinearCrossEntropyForward:
     """Runs the forward without autograd and returns it (outputs and ``backward()``), for any
     DLPack arrays."""
     return LinearCrossEntropyForward(e, segments, targets, program, buffers, params,
-                                     filter_threshold, teacher_hidden, grad_buffer_bytes)
+                                     filter_threshold, teacher_hidden, grad_buffer_bytes,
+                                     vocab_order)
 
 
 def linear_cross_entropy(e: Any, segments: Sequence[SegmentArg], targets: Any, program: Program,
                          buffers: Optional[Mapping[str, Any]] = None,
                          params: Optional[Mapping[str, Any]] = None,
                          filter_threshold: Optional[float] = None, return_rows: bool = False,
-                         teacher_hidden: Any = None,
-                         grad_buffer_bytes: int = 0) -> Union[Any, Tuple[Any, Any, Any]]:
+                         teacher_hidden: Any = None, grad_buffer_bytes: int = 0,
+                         vocab_order: VocabOrderArg = None) -> Union[Any, Tuple[Any, Any, Any]]:
     """The loss of a loss program: ``loss(e @ W_s^T + b_s over the layout, targets)``.
 
     segments: per segment of the program, its weight or (weight, bias). buffers, params: what
@@ -195,6 +214,10 @@ def linear_cross_entropy(e: Any, segments: Sequence[SegmentArg], targets: Any, p
     filter_threshold: backward gradient filtering (None: the dtype's default, exact for f32; 0:
     exact). teacher_hidden: [N, D_t] for a program with a KL term (CPU backend).
     grad_buffer_bytes: bound on the GPU backward's staging buffer (0: the default).
+    vocab_order: the order a filtering GPU backward visits each segment's ids in: None (natural),
+    "average_logit" (a pre-pass on this call's rows) or a tilejit.VocabOrder kept across steps
+    (the fast path on a trained head: most tiles are skipped). Results do not depend on it beyond
+    fp32 summation order and which sub-threshold entries filtering drops.
 
     Returns the loss (0-d float32 for reductions mean and sum, the rows' losses [N] for none);
     with return_rows, (loss, row_loss [N], lse [N]) (0 on ignored rows). torch tensors go
@@ -205,7 +228,8 @@ def linear_cross_entropy(e: Any, segments: Sequence[SegmentArg], targets: Any, p
         from . import autograd
         return autograd.linear_cross_entropy(e, segments, targets, program, buffers, params,
                                              filter_threshold, return_rows, teacher_hidden,
-                                             grad_buffer_bytes)
+                                             grad_buffer_bytes, vocab_order)
     run = LinearCrossEntropyForward(e, segments, targets, program, buffers, params,
-                                    filter_threshold, teacher_hidden, grad_buffer_bytes)
+                                    filter_threshold, teacher_hidden, grad_buffer_bytes,
+                                    vocab_order)
     return (run.loss, run.row_loss, run.lse) if return_rows else run.loss

@@ -322,7 +322,7 @@ static void loss_errors(const tj_program* causal) {
                TJ_ERR_INVALID_ARGUMENT, "'W_a'");
   segs[0].weight = &twa;
   tj_tensor short_rows = host_tensor(row, TJ_DTYPE_F32, 1, b_shape, NULL);
-  tj_linear_ce_outputs outs = {NULL, &short_rows, NULL};
+  tj_linear_ce_outputs outs = {NULL, &short_rows, NULL, NULL, 0};
   EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, NULL, &outs, NULL, &state),
                TJ_ERR_INVALID_ARGUMENT, "tensor 'row_loss'");
   tj_linear_ce_inputs with_teacher = in;
@@ -334,6 +334,37 @@ static void loss_errors(const tj_program* causal) {
   options.filter_threshold = NAN;
   EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, &options, NULL, NULL, &state),
                TJ_ERR_INVALID_ARGUMENT, "filter_threshold");
+  /* The vocabulary order: a known kind, and an order object exactly with TJ_VOCAB_STATE. */
+  tj_linear_ce_options_init(&options);
+  options.vocab_ordering = 7;
+  EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, &options, NULL, NULL, &state),
+               TJ_ERR_INVALID_ARGUMENT, "vocab_ordering is 7");
+  options.vocab_ordering = TJ_VOCAB_STATE;
+  EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, &options, NULL, NULL, &state),
+               TJ_ERR_INVALID_ARGUMENT, "vocab_order is NULL");
+  tj_vocab_order* order = NULL;
+  EXPECT_ERROR(tj_vocab_order_create(0, &order), TJ_ERR_INVALID_ARGUMENT, "refresh_every is 0");
+  CHECK(order == NULL);
+  EXPECT_ERROR(tj_vocab_order_create(1, NULL), TJ_ERR_INVALID_ARGUMENT, "'order'");
+  EXPECT_ERROR(tj_vocab_order_stats(NULL, NULL, NULL, NULL, NULL), TJ_ERR_INVALID_ARGUMENT,
+               "vocabulary order is NULL");
+  EXPECT_OK(tj_vocab_order_create(2, &order));
+  options.vocab_ordering = TJ_VOCAB_AVERAGE_LOGIT;
+  options.vocab_order = order;
+  EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, &options, NULL, NULL, &state),
+               TJ_ERR_INVALID_ARGUMENT, "vocab_order is given");
+  tj_vocab_order_destroy(order);
+  tj_vocab_order_destroy(NULL);
+  /* Gradient buffers given to the forward: one per segment, or none. */
+  static float early_w[4 * D];
+  tj_tensor early = host_tensor(early_w, TJ_DTYPE_F32, 2, w_shape, NULL);
+  const tj_tensor* one_early[1] = {&early};
+  tj_linear_ce_outputs early_outs = {NULL, NULL, NULL, one_early, 1};
+  EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, NULL, &early_outs, NULL, &state),
+               TJ_ERR_INVALID_ARGUMENT, "num_d_weight is 1");
+  early_outs.d_weight = NULL;
+  EXPECT_ERROR(tj_linear_ce_forward(loss, &in, NULL, NULL, &early_outs, NULL, &state),
+               TJ_ERR_INVALID_ARGUMENT, "outputs->d_weight is NULL");
   /* What the GPU path cannot run is refused before looking for a GPU: a teacher layout cut
      elsewhere than the student's (the CPU backend takes it). */
   tj_program* distill = NULL;
@@ -378,6 +409,9 @@ static void loss_errors(const tj_program* causal) {
   grads[1].d_weight = &bad_dw;
   EXPECT_ERROR(tj_linear_ce_backward(state, &g, &tdh, grads, 2, NULL), TJ_ERR_INVALID_ARGUMENT,
                "'d_W_b'");
+  grads[1].d_weight = NULL; /* the forward was not given it */
+  EXPECT_ERROR(tj_linear_ce_backward(state, &g, &tdh, grads, 2, NULL), TJ_ERR_INVALID_ARGUMENT,
+               "forward was not given it");
   grads[1].d_weight = &tdwb;
   tj_tensor two = host_tensor(row, TJ_DTYPE_F32, 1, b_shape, NULL);
   EXPECT_ERROR(tj_linear_ce_backward(state, &two, &tdh, grads, 2, NULL), TJ_ERR_INVALID_ARGUMENT,

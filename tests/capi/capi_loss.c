@@ -109,10 +109,15 @@ static void bind_teacher(tj_bindings* bind, teacher_data* t, tj_tensor* hidden) 
   EXPECT_OK(tj_bindings_set_buffer(bind, "T_c", &c));
 }
 
+/* How run_loss calls the library beyond its defaults. */
+enum { kGradsAtForward = 1, kVocabOrder = 2 };
+
 /* Forward and backward; segments from the bindings, or as an explicit array; i32 or i64
- * targets; with a teacher for a program with a KL term. */
+ * targets; with a teacher for a program with a KL term; `flags`: the weights' gradient buffers
+ * given to the forward (and NULL in the backward), a vocabulary order object (the CPU executor
+ * visits every id: the same results). */
 static void run_loss(const tj_program* prog, loss_data* x, teacher_data* teacher,
-                     int explicit_segments, int i64_targets, loss_results* res) {
+                     int explicit_segments, int i64_targets, int flags, loss_results* res) {
   tj_bindings* bind = NULL;
   EXPECT_OK(tj_bindings_create(&bind));
   EXPECT_OK(tj_bindings_set_f32(bind, "cap", 3.0f));
@@ -140,10 +145,23 @@ static void run_loss(const tj_program* prog, loss_data* x, teacher_data* teacher
   tj_tensor loss = host_tensor(&res->loss, TJ_DTYPE_F32, 1, kOneShape, NULL);
   tj_tensor row_loss = host_tensor(res->row_loss, TJ_DTYPE_F32, 1, kRowsShape, NULL);
   tj_tensor lse = host_tensor(res->lse, TJ_DTYPE_F32, 1, kRowsShape, NULL);
-  tj_linear_ce_outputs out = {&loss, &row_loss, &lse};
+  tj_tensor d_w_base = host_tensor(res->d_w_base, TJ_DTYPE_F32, 2, kBaseShape, NULL);
+  tj_tensor d_w_extra = host_tensor(res->d_w_extra, TJ_DTYPE_F32, 2, kExtraShape, NULL);
+  const tj_tensor* early[2] = {&d_w_base, &d_w_extra};
+  tj_linear_ce_outputs out = {&loss, &row_loss, &lse, NULL, 0};
+  if (flags & kGradsAtForward) {
+    out.d_weight = early;
+    out.num_d_weight = 2;
+  }
   tj_linear_ce_options options;
   tj_linear_ce_options_init(&options);
   options.filter_threshold = 0; /* exact */
+  tj_vocab_order* order = NULL;
+  if (flags & kVocabOrder) {
+    EXPECT_OK(tj_vocab_order_create(4, &order));
+    options.vocab_ordering = TJ_VOCAB_STATE;
+    options.vocab_order = order;
+  }
 
   poison((float*)res, sizeof *res / sizeof(float));
   tj_linear_ce_state* state = NULL;
@@ -156,12 +174,18 @@ static void run_loss(const tj_program* prog, loss_data* x, teacher_data* teacher
   float grad_loss = 0.75f;
   tj_tensor g = host_tensor(&grad_loss, TJ_DTYPE_F32, 1, kOneShape, NULL);
   tj_tensor d_hidden = host_tensor(res->d_hidden, TJ_DTYPE_F32, 2, kHiddenShape, NULL);
-  tj_tensor d_w_base = host_tensor(res->d_w_base, TJ_DTYPE_F32, 2, kBaseShape, NULL);
-  tj_tensor d_w_extra = host_tensor(res->d_w_extra, TJ_DTYPE_F32, 2, kExtraShape, NULL);
   tj_tensor d_b_extra = host_tensor(res->d_b_extra, TJ_DTYPE_F32, 1, kBiasShape, NULL);
   tj_segment_gradients grads[2] = {{&d_w_base, NULL}, {&d_w_extra, &d_b_extra}};
+  if (flags & kGradsAtForward) grads[0].d_weight = grads[1].d_weight = NULL;
   EXPECT_OK(tj_linear_ce_backward(state, &g, &d_hidden, grads, 2, NULL));
   tj_linear_ce_state_destroy(state);
+  if (order) {
+    int64_t forwards = -1, rebuilds = -1;
+    double survival = 0;
+    EXPECT_OK(tj_vocab_order_stats(order, &forwards, NULL, &rebuilds, &survival));
+    CHECK(forwards == 0 && rebuilds == 0 && survival == -1); /* the CPU executor never asks it */
+    tj_vocab_order_destroy(order);
+  }
   tj_bindings_destroy(bind);
 }
 
@@ -210,12 +234,15 @@ void test_linear_ce(void) {
   loss_results* by_name = malloc(sizeof *by_name);
   loss_results* by_array = malloc(sizeof *by_array);
   make_data(x);
-  run_loss(prog, x, NULL, 0, 0, by_name);
+  run_loss(prog, x, NULL, 0, 0, 0, by_name);
   check_against_reference(x, NULL, by_name);
   /* The CPU executor is deterministic: the same inputs give the same bits either way. */
-  run_loss(prog, x, NULL, 1, 0, by_array);
+  run_loss(prog, x, NULL, 1, 0, 0, by_array);
   CHECK(memcmp(by_name, by_array, sizeof *by_name) == 0);
-  run_loss(prog, x, NULL, 1, 1, by_array);
+  run_loss(prog, x, NULL, 1, 1, 0, by_array);
+  CHECK(memcmp(by_name, by_array, sizeof *by_name) == 0);
+  /* The weights' gradient buffers given to the forward, and a vocabulary order object. */
+  run_loss(prog, x, NULL, 1, 0, kGradsAtForward | kVocabOrder, by_array);
   CHECK(memcmp(by_name, by_array, sizeof *by_name) == 0);
 
   /* Distillation: the teacher's hidden states and layout. */
@@ -225,7 +252,7 @@ void test_linear_ce(void) {
   teacher_data* teacher = malloc(sizeof *teacher);
   make_teacher(teacher);
   loss_results* distilled = malloc(sizeof *distilled);
-  run_loss(distill, x, teacher, 1, 0, distilled);
+  run_loss(distill, x, teacher, 1, 0, 0, distilled);
   check_against_reference(x, teacher, distilled);
   CHECK(fabsf(distilled->loss - by_name->loss) > 1e-3f); /* the KL term is there */
 
