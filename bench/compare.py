@@ -353,6 +353,11 @@ def bench_loss(case: LossCase, rows: int, device: str, dtype, repeats: int) -> d
     run_tj = lambda: tilejit.linear_cross_entropy(e, weights, targets, program, params=params)
     row["tilejit_first_call_s"] = first_call_s(run_tj, device)
     row["tilejit"] = measure(run_tj)
+    if device == "cuda":  # an order kept across steps: the filtered backward skips most tiles
+        order = tilejit.VocabOrder(refresh_every=8)
+        row["tilejit ordered"] = measure(lambda: tilejit.linear_cross_entropy(
+            e, weights, targets, program, params=params, vocab_order=order))
+        row["tilejit ordered stats"] = order.stats()
     compiled = torch.compile(reference_loss)
     run_ref = lambda: compiled(e, weights, targets_live, kept, case.softcap)
     try:
@@ -372,10 +377,10 @@ def fmt_pair(pair) -> str:
     return f"{pair[0]:6.1f} / {pair[1]:6.1f}" if pair else "      —      "
 
 
-def ratio(row: dict, key: str, i: int, inverse: bool = False) -> str:
+def ratio(row: dict, key: str, i: int, inverse: bool = False, mine_key: str = "tilejit") -> str:
     """tilejit's figure over the peer's (TFLOP/s: > 1 is faster), or the peer's over tilejit's
     (milliseconds, inverse), as "1.23x"; "—" when either is missing."""
-    mine, theirs = row.get("tilejit"), row.get(key)
+    mine, theirs = row.get(mine_key), row.get(key)
     if not mine or not theirs or not mine[i] or not theirs[i]:
         return "—"
     return f"{(theirs[i] / mine[i] if inverse else mine[i] / theirs[i]):.2f}x"
@@ -400,12 +405,13 @@ def print_tables(attention_rows: List[dict], loss_rows: List[dict]) -> None:
               "torch.compile time / tilejit time")
         for r in loss_rows:
             cells = []
-            for key in ("tilejit", "torch.compile"):
+            for key in ("tilejit", "tilejit ordered", "torch.compile"):
                 v = r.get(key)
                 cells.append(f"{key}: {v[0]:.1f} / {v[1]:.1f} / {v[2]:.2f}" if v else
                              f"{key}: skipped")
             cells.append(f"speed-up {ratio(r, 'torch.compile', 0, True)} / "
-                         f"{ratio(r, 'torch.compile', 1, True)}")
+                         f"{ratio(r, 'torch.compile', 1, True)}, ordered "
+                         f"{ratio(r, 'torch.compile', 1, True, 'tilejit ordered')}")
             print(f"{r['case']:<42} " + "   ".join(cells))
             for key in ("error", "torch.compile_skipped"):
                 if key in r:
