@@ -110,6 +110,32 @@ def _capsule_of(obj: Any, device: int, stream: Optional[int]) -> Any:
         return obj.__dlpack__(**kwargs)
 
 
+class _InterfaceAlias:
+    """An object numpy turns back into an array over the same memory (__array_interface__)."""
+
+    def __init__(self, interface: dict) -> None:
+        self.__array_interface__ = interface
+
+
+def _dlpack_0x_alias(obj: Any) -> Optional[Tuple[Any, bool]]:
+    """numpy before 2.1 speaks DLPack 0.x, which cannot mark an array read-only and has no bool:
+    it refuses both. For such a numpy array: (a writable alias of the same memory, strides and
+    all (the library only reads its inputs), True when it is bool, then aliased as uint8);
+    None for anything else."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    if not isinstance(obj, np.ndarray):
+        return None
+    is_bool = obj.dtype == np.bool_
+    view = obj.view(np.uint8) if is_bool else obj
+    interface = dict(view.__array_interface__)
+    interface["data"] = (interface["data"][0], False)  # writable
+    alias = np.asarray(_InterfaceAlias(interface))
+    return alias, bool(is_bool)
+
+
 class Exported:
     """One array as a tj_tensor. ``tensor`` points at arrays this object owns, and the capsule
     keeps the producer's memory alive: hold the Exported for as long as the library may read or
@@ -119,7 +145,15 @@ class Exported:
         self.source = obj
         self.name = name
         self.device = device_of(obj, name)
-        self.capsule = _capsule_of(obj, self.device, stream)
+        as_bool = False
+        try:
+            self.capsule = _capsule_of(obj, self.device, stream)
+        except BufferError:
+            fallback = _dlpack_0x_alias(obj)
+            if fallback is None:
+                raise
+            self._alias, as_bool = fallback  # kept: the capsule views its memory
+            self.capsule = _capsule_of(self._alias, self.device, stream)
         capsule_name = _get_name(self.capsule)
         self.capsule_name: bytes = capsule_name
         if capsule_name == b"dltensor_versioned":
@@ -138,6 +172,8 @@ class Exported:
         else:
             self.strides = contiguous_strides(self.shape)
         code, bits, lanes = int(dl.dtype.code), int(dl.dtype.bits), int(dl.dtype.lanes)
+        if as_bool:
+            code = 6  # kDLBool, exported as its uint8 bytes
         self.dtype_label = _dtype_label(code, bits, lanes)
         dtype = _DTYPES.get((code, bits)) if lanes == 1 else None
         if dtype is None:
