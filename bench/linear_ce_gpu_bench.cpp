@@ -459,7 +459,7 @@ constexpr const char* kUsage =
     "                           [--grad-outputs-at backward|forward]\n"
     "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n"
     "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n"
-    "  --grad-buffer-mb: the backward's G staging buffer (default: the library's, 512)\n"
+    "  --grad-buffer-mb: the backward's G buffer budget (default: the library's, 512)\n"
     "  --grad-outputs-at: when the dC outputs are allocated; forward gives them to the forward\n"
     "    too, which builds an ordered segment's weight copy there (default backward)\n";
 

@@ -1,5 +1,5 @@
 // Fused linear cross-entropy, backward products: dE = G . C and dC = G^T . E per vocabulary
-// chunk from the staged G (linear_ce_bwd.cuh), dbias as G's column sums, each with the sparse
+// chunk from G's blocks (linear_ce_bwd.cuh), dbias as G's column sums, each with the sparse
 // target corrections of targets whose tile G does not hold.
 //   linear_ce_dhidden  dE[row tile, d tile] (+)= G[row tile, chunk] . C[chunk, d tile]
 //                      over the row tile's visited vocabulary tiles (the first chunk also adds

@@ -135,9 +135,10 @@ struct LinearCeOptions {
   // Every kernel on this path is deterministic (fixed summation orders, no atomics): results are
   // bit-identical run to run. false is accepted and currently selects the same kernels.
   bool deterministic = true;
-  // Bound on the backward's bf16/f16 staging buffers: the gradient tiles and, with a vocabulary
-  // order on the Hopper path, the weight rows they multiply (it works through the vocabulary in
-  // chunks that fit).
+  // Bound on the backward's bf16/f16 buffer: the gradient tiles of the visited (row tile,
+  // vocabulary tile) pairs and, with a vocabulary order on the Hopper path, the visited tiles'
+  // weight rows (it works through the vocabulary in chunks that fit; a single tile that does not
+  // fit gets a chunk of its own). The buffer is the largest chunk's size.
   int64_t grad_buffer_bytes = int64_t{512} << 20;
   // The order the kernels visit each segment's ids in, when filtering is on.
   VocabOrdering vocab_ordering = VocabOrdering::Natural;

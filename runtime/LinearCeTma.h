@@ -49,7 +49,7 @@ inline TiledTensorMapArgs ce_weight_tensor_map_args(const void* data, int64_t ro
 }
 
 // The products' maps (kernels_templates/linear_ce_products.cuh, CeProductMaps): 64 x 64 boxes of
-// the staged G, of the kept rows of E and of each segment's weights.
+// G's blocks, of the kept rows of E and of each segment's weights.
 inline constexpr int kCeProductTmaRows = 64;
 
 }  // namespace tilejit
