@@ -306,16 +306,21 @@ def loss_program(case: LossCase) -> tilejit.Program:
 
 
 def zipf_problem(case: LossCase, rows: int, device: str, dtype, gen: torch.Generator):
-    """Hidden states, weights and targets shaped like a trained head ("zipf" in PERF.md)."""
-    live = sum(case.segments)
-    prior = -1.1 * torch.log1p(torch.randperm(live, generator=gen).double())
+    """Hidden states, weights and targets shaped like a trained head ("zipf" in PERF.md, drawn as
+    the peers' script and bench/ce_bench_data.h draw it): a Zipf(1.1) unigram log-prior over a
+    shuffled live vocabulary in the weights' last column (the hidden states' last column is 1),
+    targets drawn from that prior, context noise of logit std 2, the target logit lifted by 12."""
+    live, dim = sum(case.segments), case.dim
+    prior = -1.1 * torch.log(torch.randperm(live, generator=gen).double() + 1)
     targets_live = torch.multinomial(torch.softmax(prior, 0), rows, replacement=True,
                                      generator=gen)
-    weights = [torch.randn(n, case.dim, generator=gen) / math.sqrt(case.dim)
-               for n in case.segments]
-    w_all = torch.cat(weights)
-    e = torch.randn(rows, case.dim, generator=gen) * (2.0 / math.sqrt(case.dim))
-    e += 12.0 * w_all[targets_live] / w_all[targets_live].norm(dim=1, keepdim=True) ** 2
+    c = torch.randn(live, dim - 1, generator=gen)
+    e = torch.randn(rows, dim - 1, generator=gen) * (2.0 / math.sqrt(dim - 1))
+    ct = c[targets_live]
+    e += 12.0 * ct / (ct * ct).sum(-1, keepdim=True)
+    c = torch.cat([c, prior.float()[:, None]], 1)
+    e = torch.cat([e, torch.ones(rows, 1)], 1)
+    weights = list(torch.split(c, case.segments))
     begins = [sum(case.segments[:i]) + i * case.gap for i in range(len(case.segments))]
     offsets = torch.cat([torch.full((n,), b - sum(case.segments[:i]))
                          for i, (n, b) in enumerate(zip(case.segments, begins))])

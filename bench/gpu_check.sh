@@ -22,13 +22,26 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,nohead
 jobs=$(nproc)
 bdir=${TILEJIT_GPU_BUILD:-build-gpu}  # build tree, kept between calls on the GPU host
 
+# A tree unpacked by `git archive` carries its commit's time on every file, which can be older
+# than a kept build's outputs: ninja would then keep the last tree's objects (and its embedded
+# kernel templates). When the sources differ from the last build's, every file is made newer.
+source_hash() {
+  find CMakeLists.txt cmake compiler runtime kernels_templates capi dsl tools tests bench \
+    examples python -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum | md5sum | cut -d' ' -f1
+}
 if has tests; then
   t0=$(date +%s)
+  hash=$(source_hash)
+  if [ -f "$bdir/.source_hash" ] && [ "$(cat "$bdir/.source_hash")" != "$hash" ]; then
+    find CMakeLists.txt cmake compiler runtime kernels_templates capi dsl tools tests bench \
+      examples python -type f -exec touch {} +
+  fi
   cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
     -DTILEJIT_BUILD_BENCH=ON >"$out/configure.log" 2>&1 &&
     cmake --build $bdir -j "$jobs" >"$out/build.log" 2>&1
   rc=$?
   note "build: rc=$rc ($(( $(date +%s) - t0 ))s)"
+  [ $rc -eq 0 ] && echo "$hash" >"$bdir/.source_hash"
   if [ $rc -eq 0 ]; then
     ctest --test-dir $bdir --output-on-failure -j 8 ${CTEST_ARGS:-} >"$out/ctest.log" 2>&1
     note "ctest: rc=$? $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
