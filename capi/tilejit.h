@@ -24,7 +24,11 @@
  * backend (no GPU needed; `stream` is ignored); all in device memory (device = CUDA ordinal)
  * runs the JIT-compiled GPU kernels on `stream` (a CUstream; NULL is the legacy default
  * stream) in the calling thread's current CUDA context, or the tensors' device's primary
- * context when none is current. Mixing host and device tensors in one call is an error. */
+ * context when none is current. Mixing host and device tensors in one call is an error.
+ *
+ * Compatibility. Before 1.0 the plain structs may gain fields at their end between versions
+ * (tj_linear_ce_options and tj_linear_ce_outputs did in 0.1): build against the header of the
+ * library you load, and fill option structs with their _init function. */
 #ifndef TILEJIT_C_API_H
 #define TILEJIT_C_API_H
 

@@ -30,8 +30,9 @@
 // _pair_list): the k-th visited row tile of `tile` is pair pair_first[tile] + k, and G stores
 // each pair as one 128 x 128 block (rows = the row tile's kept rows, columns = the tile's ids;
 // row stride 128 elements). Work is done per vocabulary chunk (a run of at most 1024 tiles whose
-// blocks, with their staged weight rows, fit the bounded bf16/fp16 buffer the host plans from
-// the pairs' counts, runtime/LinearCeWorkspace.h): for each chunk linear_ce_grad writes the
+// blocks, with their staged weight rows, fit the bf16/fp16 buffer's budget the host plans from
+// the pairs' counts, runtime/LinearCeWorkspace.h; a tile that alone needs more gets a chunk of
+// its own and the buffer grows to it): for each chunk linear_ce_grad writes the
 // chunk's blocks (the chunk's first pair is block 0), then the products (linear_ce_products.cuh)
 // read them: dE, dC, dbias. A sparse backward then needs as few chunks as its visited pairs fill,
 // and launches no CTA for a pair it skips. Launch shape of the grad kernel: CeGradCta (threads,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -387,7 +388,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
         // the pool.
         const std::optional<TensorView>& given = st->d_weight_outputs[s];
         void* copy = nullptr;
-        if (given && given->strides[0] == dim) {
+        if (given && given->strides[0] == dim &&
+            reinterpret_cast<uintptr_t>(given->data) % 16 == 0) {
           copy = given->data;
         } else {
           ordered_weights.push_back(

@@ -57,7 +57,8 @@
 // between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise), unless the caller gives the
 // forward the weights' gradient buffers to build it in (LinearCeOutputs::d_weight).
 // LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
-// vocabulary chunk's rows the same way within grad_buffer_bytes.
+// vocabulary chunk's visited tiles' rows the same way, beside G's blocks, within
+// grad_buffer_bytes (a tile that alone needs more gets a chunk of its own).
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
 // pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,
 // O(V D); the raw logit, before logit_mod), then a host sort per segment, highest first; State,
@@ -163,7 +164,7 @@ struct LinearCeOutputs {
   // rules), given to the forward already, as an autograd function that allocates its gradients
   // with its forward would. The forward then builds an ordered segment's position-order weight
   // copy ("Gradient filtering and the vocabulary order") inside that segment's buffer when the
-  // buffer's rows are contiguous (row stride D), instead of taking V_s x D elements from the
+  // buffer's rows are contiguous (row stride D, 16-byte aligned), instead of taking V_s x D from the
   // workspace pool: a state step's peak is then the outputs and the backward's scratch. Their
   // contents are undefined until the backward writes the gradients there, which it does unless
   // it is given other buffers. They must stay alive until the backward.

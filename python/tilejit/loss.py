@@ -135,6 +135,10 @@ class LinearCrossEntropyForward:
         gradient too (the library computes every segment's)."""
         p = self.placement
         e_grad = self._grad_loss(grad_loss)
+        # The forward's gradient buffers serve the first backward only and are handed over: a
+        # later one gets its own, and nothing here keeps a returned gradient referenced (an
+        # autograd engine then takes it as .grad rather than copying it).
+        early, self._early_d_weight = self._early_d_weight, []
         grad_dtype = "float32" if p.on_gpu else None  # the GPU kernels write f32 dE and dbias
         d_e, e_de = p.output_like(self._hidden.source, "d_hidden", grad_dtype)
         grads: List[Tuple[Any, Optional[Any]]] = []
@@ -142,7 +146,7 @@ class LinearCrossEntropyForward:
         for i, segment in enumerate(self._layout):
             weight, bias = self._segment_sources(i, segment)
             # dC in the weights' (= E's) 16-bit dtype on the GPU: rounded once by the kernels
-            dw, e_dw = (self._early_d_weight[i] if self._early_d_weight else
+            dw, e_dw = (early[i] if early else
                         p.output_like(weight, f"d_segments[{i}].weight", None))
             db, e_db = (p.output_like(bias, f"d_segments[{i}].bias", grad_dtype)
                         if bias is not None else (None, None))

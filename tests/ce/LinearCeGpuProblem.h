@@ -85,8 +85,8 @@ struct Case {
   };
   std::optional<Kl> kl = std::nullopt;
   bool i64_targets = false;
-  bool copy_ordered_weights = true;  // LinearCeOptions::copy_ordered_weights
-  bool weight_grad_16 = false;       // dC outputs in E's dtype rather than f32
+  bool copy_ordered_weights = true;      // LinearCeOptions::copy_ordered_weights
+  bool weight_grad_16 = false;           // dC outputs in E's dtype rather than f32
   bool grad_outputs_at_forward = false;  // dC outputs given to the forward, not the backward
   // The forward on one stream, the backward on another that waits for it (an event), and the
   // state dropped as soon as the backward is enqueued, before either stream has finished.
@@ -277,6 +277,15 @@ class Problem {
     if (c.two_streams) fwd_stream.emplace(), bwd_stream.emplace();
     LinearCeForward fwd = linear_cross_entropy_forward(
         prog_, E, bind, targets, options, fwd_stream ? fwd_stream->get() : nullptr, outs, teacher);
+    early_after_forward_.clear();
+    if (!outs.d_weight.empty()) {  // what the forward left in them: its first V_s x D 16-bit words
+      Driver::get()->context_synchronize();
+      for (size_t s = 0; s < outs.d_weight.size(); ++s) {
+        std::vector<uint16_t> bits(size_t(c.segments[s].size * c.d));
+        Driver::get()->memcpy_dtoh(bits.data(), outs.d_weight[s]->device_ptr(), bits.size() * 2);
+        early_after_forward_.push_back(std::move(bits));
+      }
+    }
 
     const bool none = prog_.reduction == Reduction::None;
     std::vector<float> upstream(none ? c.n : 1, 1.f);
@@ -392,8 +401,8 @@ class Problem {
   // Every dropped gradient entry g[r, v] is below thr * w_r (w_r: row r's upstream weight times
   // the largest coefficient a probability below thr enters dL/dz with: |1 - alpha + 2 lambda lse|
   // for p, plus alpha T for q and pt), so
-  //   |dE[r, k] error| <= thr * w_r * sum_v |C[v, k]|,   |dC[v, k] error| <= thr * sum_r w_r |E[r, k]|,
-  //   |dbias[v] error| <= thr * sum_r w_r,
+  //   |dE[r, k] error| <= thr * w_r * sum_v |C[v, k]|,   |dC[v, k] error| <= thr * sum_r w_r |E[r,
+  //   k]|, |dbias[v] error| <= thr * sum_r w_r,
   // plus the 16-bit staging's rounding (tol relative to the largest reference entry).
   template <class Host>
   void check_filtering_bound(float thr, const std::vector<float>& upstream,
@@ -460,6 +469,13 @@ class Problem {
   bool ordered_forward() const { return ordered_forward_; }
   bool ordered_backward() const { return ordered_backward_; }
   double surviving() const { return surviving_; }
+  // With grad_outputs_at_forward: each segment's gradient buffer as the last forward left it
+  // (V_s x D words of E's dtype from its start), before the backward wrote it.
+  const std::vector<std::vector<uint16_t>>& early_after_forward() const {
+    return early_after_forward_;
+  }
+  const std::vector<float>& weights(size_t s) const { return weights_[s]; }
+  DType dtype() const { return c_.dtype; }
 
  private:
   static std::vector<float> random(int64_t n, float scale, std::mt19937_64& rng) {
@@ -484,6 +500,7 @@ class Problem {
   std::vector<float> last_dw_;
   bool ordered_forward_ = false, ordered_backward_ = false;
   double surviving_ = -1;
+  std::vector<std::vector<uint16_t>> early_after_forward_;
 };
 
 class LinearCeGpu : public ::testing::Test {

@@ -70,8 +70,7 @@ TEST_F(LinearCeGpu, NaturalOrderFilterOverEveryTileIsTheExactBackward) {
 }
 
 // The gapped layout (three segments, biases) visited in a random order the caller fixed.
-Case gapped_fixed_order(const char* name) {
-  Case c = gapped(name, -1);
+std::vector<std::vector<int32_t>> gapped_orders() {
   std::mt19937 rng(31);
   std::vector<std::vector<int32_t>> orders;
   for (const SegSpec& s : kGapped) {
@@ -79,8 +78,13 @@ Case gapped_fixed_order(const char* name) {
     std::iota(orders.back().begin(), orders.back().end(), 0);
     std::shuffle(orders.back().begin(), orders.back().end(), rng);
   }
+  return orders;
+}
+
+Case gapped_fixed_order(const char* name) {
+  Case c = gapped(name, -1);
   c.ordering = VocabOrdering::State;
-  c.order = VocabOrder::fixed(orders);
+  c.order = VocabOrder::fixed(gapped_orders());
   return c;
 }
 
@@ -136,10 +140,14 @@ TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
   EXPECT_EQ(copied.last_loss(), gathered.last_loss());
 }
 
-// The weights' gradient buffers given to the forward (LinearCeOutputs::d_weight): it builds the
-// ordered segments' position-order copies in them (contiguous rows), and the backward writes the
-// gradients there, bit-identical to buffers given to the backward; f32 and 16-bit buffers.
+// The weights' gradient buffers given to the forward (LinearCeOutputs::d_weight): the Hopper
+// forward builds the ordered segments' position-order copies in them (contiguous rows: read back
+// between the forward and the backward), and the backward writes the gradients there,
+// bit-identical to buffers given to the backward; f32 and 16-bit buffers.
 TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
+  const bool hopper =
+      Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9;
+  const std::vector<std::vector<int32_t>> orders = gapped_orders();
   for (bool narrow : {false, true}) {
     Case late = gapped_fixed_order("gaps_bias_dC_at_backward");
     late.weight_grad_16 = narrow;
@@ -151,6 +159,18 @@ TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
     b.check();
     EXPECT_TRUE(b.ordered_forward());
     EXPECT_TRUE(b.ordered_backward()) << b.surviving();
+    ASSERT_EQ(b.early_after_forward().size(), kGapped.size());
+    for (size_t s = 0; hopper && s < kGapped.size(); ++s) {
+      const int64_t d = gapped("dims", -1).d;
+      const std::vector<uint16_t>& copy = b.early_after_forward()[s];
+      size_t wrong = 0;
+      for (int64_t pos = 0; pos < kGapped[s].size; ++pos)
+        for (int64_t k = 0; k < d; ++k)
+          wrong += from_bits(copy[pos * d + k], b.dtype()) !=
+                   b.weights(s)[int64_t(orders[s][pos]) * d + k];
+      EXPECT_EQ(wrong, 0u) << "segment " << s
+                           << ": the buffer did not hold the position-order copy";
+    }
     ASSERT_EQ(a.last_d_weight().size(), b.last_d_weight().size());
     EXPECT_EQ(std::memcmp(a.last_d_weight().data(), b.last_d_weight().data(),
                           a.last_d_weight().size() * 4),
@@ -158,6 +178,25 @@ TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
         << (narrow ? "16-bit" : "f32") << " dC";
     EXPECT_EQ(a.last_loss(), b.last_loss());
   }
+}
+
+// Rows so peaked that every tile is cold (each target a sparse correction; D 256 keeps every
+// target's logit above 0.7 x 64, the others' std near 4) over 1,032 vocabulary tiles: the
+// backward's two chunks hold no pair (the first, 1,024 tiles, still writes dE; the second
+// launches no gradient tile and no dE), and dC is written everywhere.
+TEST_F(LinearCeGpu, EveryTileColdOverTwoChunks) {
+  std::vector<SegSpec> segs = {{0, 132000, true}};
+  Case c{.name = "every_tile_cold",
+         .program = "loss cold {\n" + layout_text(segs) + "}\n",
+         .segments = segs,
+         .n = 128,
+         .d = 256,
+         .peak = 64,
+         .seed = 51};
+  Problem p(c);
+  p.check();
+  EXPECT_GT(p.last_threshold(), 0.f);
+  EXPECT_EQ(p.surviving(), 0.0);
 }
 
 TEST_F(LinearCeGpu, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
