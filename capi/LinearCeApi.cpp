@@ -215,6 +215,26 @@ tj_status tj_vocab_order_create(int32_t refresh_every, tj_vocab_order** order) {
   });
 }
 
+tj_status tj_vocab_order_create_fixed(const int32_t* const* rows_in_order, const int64_t* sizes,
+                                      int32_t num_segments, tj_vocab_order** order) {
+  if (order) *order = nullptr;
+  return boundary("tj_vocab_order_create_fixed", [&] {
+    tj_vocab_order*& result = out_param(order, "order");
+    if (num_segments < 1 || !rows_in_order || !sizes)
+      fail(TJ_ERR_INVALID_ARGUMENT,
+           "num_segments is {} and rows_in_order / sizes are {} / {}: at least one segment",
+           num_segments, rows_in_order ? "given" : "NULL", sizes ? "given" : "NULL");
+    std::vector<std::vector<int32_t>> rows(static_cast<size_t>(num_segments));
+    for (int32_t s = 0; s < num_segments; ++s) {
+      if (sizes[s] < 1 || !rows_in_order[s])
+        fail(TJ_ERR_INVALID_ARGUMENT, "segment {}: sizes[{}] is {} and rows_in_order[{}] is {}", s,
+             s, sizes[s], s, rows_in_order[s] ? "given" : "NULL");
+      rows[s].assign(rows_in_order[s], rows_in_order[s] + sizes[s]);
+    }
+    result = new tj_vocab_order{VocabOrder::fixed(std::move(rows))};
+  });
+}
+
 void tj_vocab_order_destroy(tj_vocab_order* order) { delete order; }
 
 tj_status tj_vocab_order_stats(const tj_vocab_order* order, int64_t* forwards,

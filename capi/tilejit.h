@@ -237,6 +237,14 @@ typedef struct tj_linear_ce_state tj_linear_ce_state;
  * the order it used alive, so destroying the handle early is safe. */
 typedef struct tj_vocab_order tj_vocab_order;
 TJ_API tj_status tj_vocab_order_create(int32_t refresh_every, tj_vocab_order** order);
+/* The caller's order, never rebuilt nor paused: rows_in_order[s] lists segment s's weight rows
+ * in visiting order, a permutation of 0 .. sizes[s] - 1 (e.g. the ids by their frequency in the
+ * training data: no pre-pass, ordered from the first step). Copied. TJ_ERR_INVALID_ARGUMENT,
+ * naming the segment, unless each is a permutation; a forward whose program's layout it does
+ * not fit fails likewise. */
+TJ_API tj_status tj_vocab_order_create_fixed(const int32_t* const* rows_in_order,
+                                             const int64_t* sizes, int32_t num_segments,
+                                             tj_vocab_order** order);
 TJ_API void tj_vocab_order_destroy(tj_vocab_order* order);
 /* What the order has seen: forwards that used it, of which filtered in the order, pre-pass runs
  * (rebuilds), and the last backward's fraction of visited tiles (-1 before any). Any out-pointer

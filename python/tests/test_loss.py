@@ -149,6 +149,14 @@ class LossTest(unittest.TestCase):
                                          vocab_order="sorted")
         with self.assertRaises(tilejit.InvalidArgumentError):
             tilejit.VocabOrder(refresh_every=0)
+        # The caller's order (per segment, a permutation of its rows), e.g. by id frequency.
+        sizes = [int(np.asarray(w if not isinstance(w, tuple) else w[0]).shape[0]) for w in args]
+        fixed = tilejit.VocabOrder.fixed([np.arange(n)[::-1] for n in sizes])
+        self.check(tilejit.program(TWO_HEADS), LossReference(segments), e, args, targets,
+                   vocab_order=fixed)
+        self.assertEqual(fixed.stats()["rebuilds"], 0)
+        with self.assertRaisesRegex(tilejit.InvalidArgumentError, "not a permutation"):
+            tilejit.VocabOrder.fixed([[0, 0, 1]])
 
     def test_kl_against_a_teacher(self):
         rng = fresh_rng(36)

@@ -145,6 +145,9 @@ _STATUS_FUNCTIONS = {
     ],
     "tj_linear_ce_state_rows": [Handle, POINTER(c_int64), POINTER(c_int64)],
     "tj_vocab_order_create": [c_int32, POINTER(Handle)],
+    "tj_vocab_order_create_fixed": [
+        POINTER(POINTER(c_int32)), POINTER(c_int64), c_int32, POINTER(Handle),
+    ],
     "tj_vocab_order_stats": [
         Handle, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64), POINTER(ctypes.c_double),
     ],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, Union
+from typing import Any, Dict, Sequence, Union
 
 from . import _capi
 from .errors import InvalidArgumentError
@@ -22,6 +22,23 @@ class VocabOrder:
     def __init__(self, refresh_every: int = 8) -> None:
         self._handle = _capi.Handle()
         _capi.call("tj_vocab_order_create", int(refresh_every), ctypes.byref(self._handle))
+
+    @classmethod
+    def fixed(cls, rows_in_order: Sequence[Any]) -> "VocabOrder":
+        """The caller's order, never rebuilt: per segment of the program, its weight rows in
+        visiting order (a permutation of its rows; a list or a host array), e.g. the ids by their
+        frequency in the training data: no pre-pass, ordered from the first step."""
+        rows = [[int(v) for v in (r.tolist() if hasattr(r, "tolist") else r)]
+                for r in rows_in_order]
+        arrays = [(ctypes.c_int32 * len(r))(*r) for r in rows]
+        pointers = (ctypes.POINTER(ctypes.c_int32) * max(len(arrays), 1))(
+            *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32)) for a in arrays])
+        sizes = (ctypes.c_int64 * max(len(rows), 1))(*[len(r) for r in rows])
+        order = cls.__new__(cls)
+        order._handle = _capi.Handle()
+        _capi.call("tj_vocab_order_create_fixed", pointers, sizes, len(rows),
+                   ctypes.byref(order._handle))
+        return order
 
     @property
     def handle(self) -> Any:

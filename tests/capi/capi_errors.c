@@ -355,6 +355,22 @@ static void loss_errors(const tj_program* causal) {
                TJ_ERR_INVALID_ARGUMENT, "vocab_order is given");
   tj_vocab_order_destroy(order);
   tj_vocab_order_destroy(NULL);
+  /* A caller's order: a permutation per segment, copied. */
+  int32_t perm_a[4] = {2, 0, 3, 1}, perm_b[4] = {1, 1, 0, 2};
+  const int32_t* perms[2] = {perm_a, perm_b};
+  const int64_t perm_sizes[2] = {4, 4};
+  EXPECT_ERROR(tj_vocab_order_create_fixed(perms, perm_sizes, 2, &order), TJ_ERR_INVALID_ARGUMENT,
+               "segment 1 is not a permutation");
+  CHECK(order == NULL);
+  EXPECT_ERROR(tj_vocab_order_create_fixed(NULL, perm_sizes, 2, &order), TJ_ERR_INVALID_ARGUMENT,
+               "at least one segment");
+  perm_b[1] = 3;
+  EXPECT_OK(tj_vocab_order_create_fixed(perms, perm_sizes, 2, &order));
+  perm_b[0] = 7; /* copied: the handle keeps its own */
+  int64_t forwards = -1, rebuilds = -1;
+  EXPECT_OK(tj_vocab_order_stats(order, &forwards, NULL, &rebuilds, NULL));
+  CHECK(forwards == 0 && rebuilds == 0);
+  tj_vocab_order_destroy(order);
   /* Gradient buffers given to the forward: one per segment, or none. */
   static float early_w[4 * D];
   tj_tensor early = host_tensor(early_w, TJ_DTYPE_F32, 2, w_shape, NULL);
