@@ -207,9 +207,29 @@ __device__ __forceinline__ int block_exclusive_sum(int v, int* scratch, int* tot
   return pos;
 }
 
-// Exclusive prefix count of `flag` over the block (block_exclusive_sum's conditions).
+// Exclusive prefix count of `flag` over the block (blockDim.x a multiple of 32, at most 1024),
+// in thread order; *total receives the block's count. Uses `scratch` (33 ints).
 __device__ __forceinline__ int block_exclusive_count(bool flag, int* scratch, int* total) {
-  return block_exclusive_sum(flag ? 1 : 0, scratch, total);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  unsigned ballot = __ballot_sync(0xffffffffu, flag);
+  int before = __popc(ballot & ((1u << lane) - 1u));
+  if (lane == 0) scratch[warp] = __popc(ballot);
+  __syncthreads();
+  if (warp == 0) {
+    int v = lane < nwarps ? scratch[lane] : 0, incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int u = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += u;
+    }
+    if (lane < nwarps) scratch[lane] = incl - v;
+    if (lane == 31) scratch[32] = incl;
+  }
+  __syncthreads();
+  int pos = scratch[warp] + before;
+  *total = scratch[32];
+  __syncthreads();
+  return pos;
 }
 
 // One block (1024 threads): kept[] = rows whose target is not ignore_index, in order;

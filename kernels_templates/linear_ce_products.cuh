@@ -381,9 +381,10 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   };
   typename Cta::Acc acc;
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
+  // A loading warpgroup is done when the loop returns false.
   if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
                                              acc, load_boxes, /*tma_only=*/true))
-    return;                                             // a loading warpgroup: done
+    return;
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;
 
