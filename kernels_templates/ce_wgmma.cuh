@@ -328,6 +328,132 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   return true;
 }
 
+// CePingpongCta: a persistent warp-specialised CTA whose two computing warpgroups take turns on
+// the tensor cores, each over output tiles of its own (M x N, M / 64 m64 fragments of n N per
+// thread), so one warpgroup's epilogue runs while the other's products do; warpgroup 2 loads.
+// Thread (warp w of its warpgroup, lane 4q + t) holds rows 64 mi + 16 w + q + 8 h and columns
+// 8 ni + 2 t + {0, 1} of its warpgroup's tile (the interface of ce_mma.cuh, kWarpsN 1). Shared
+// memory: the kStages ring of A [M][64] and B [N][64] K-major tiles (load_kmajor's layout), then
+// one 16-bit M x N output tile per computing warpgroup for its epilogue.
+template <int M, int N, int Stages>
+struct CePingpongCta {
+  static_assert(M % 64 == 0 && (N == 64 || N == 128 || N == 256), "m64 fragments, one n product");
+  static constexpr bool kWgmma = true;
+  static constexpr int kM = M, kN = N, kK = 64, kStages = Stages;
+  static constexpr int kComputeGroups = 2, kComputeThreads = 256, kLoadThreads = 128;
+  static constexpr int kThreads = kComputeThreads + kLoadThreads;
+  static constexpr int kWarpsN = 1;
+  static constexpr int kMI = M / 64, kNI = N / 8;
+  static constexpr int kAElems = M * 64, kBElems = N * 64, kStageElems = kAElems + kBElems;
+  static constexpr int kRingBytes = kStages * kStageElems * 2;
+  static constexpr int kOutBytes = M * N * 2;  // a computing warpgroup's 16-bit output tile
+  static constexpr int kSmemBytes = kRingBytes + kComputeGroups * kOutBytes;
+  static_assert(kAElems * 2 % 1024 == 0 && kStageElems * 2 % 1024 == 0 && kOutBytes % 1024 == 0,
+                "every tile starts a 128-byte swizzle pattern");
+  typedef float Acc[kMI][kNI][4];
+
+  __device__ static __forceinline__ int group() { return threadIdx.x >> 7; }
+  __device__ static __forceinline__ int row(int mi, int h) {
+    return mi * 64 + ((threadIdx.x >> 5) & 3) * 16 + h * 8 + ((threadIdx.x & 31) >> 2);
+  }
+  __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
+};
+
+// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta: acc[mi] =
+// (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both K-major at a_tile / b_tile.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
+                                              bool accumulate) {
+  typedef typename CeWgElem<kF16>::type T;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int mi = 0; mi < Cta::kMI; ++mi)
+      tjk::Wgmma<Cta::kN>::template ss<T, 0, 0>(
+          acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
+          operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
+}
+
+// The tile loop of a CePingpongCta (launched with its 384 threads), operands by TMA only: this
+// CTA's output tiles 0 .. tiles - 1, each `steps` K steps. load_tma(stage, full, tile, step), on
+// the first loading thread, fills the stage at shared address `stage` (A, then B at + kAElems * 2)
+// and arrives on the mbarrier `full` once with the bytes it expects; tile_done(tile, acc) runs on
+// the computing warpgroup that owns the tile (even tiles warpgroup 0, odd ones warpgroup 1).
+// Returns true on the computing threads, false on the loading ones, which are done.
+//
+// The ring (full[s] / empty[s], as gemm_loop_sm90_ws) is filled in tile order; a stage belongs to
+// the warpgroup of its tile, which releases it once the products reading it are done. Turns:
+// before the products of its next tile a warpgroup waits for turn[own], on which the other
+// arrives once it has issued its last products of the tile before, so the warpgroups' product
+// streams alternate, tile by tile, and each epilogue overlaps the other warpgroup's products.
+// The turns also keep each full[s] wait within one phase of the barrier (a warpgroup starts a
+// tile only after every stage of the tile before has landed), which mbar_wait requires.
+// Registers: setmaxnreg 24 for the loaders, 240 for the computing threads (24 * 128 + 240 * 256
+// = 168 * 384).
+template <class Cta, bool kF16, class LoadTma, class TileDone>
+__device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, int steps,
+                                                        LoadTma load_tma, TileDone tile_done) {
+  constexpr int S = Cta::kStages;
+  constexpr u32 kStageBytes = Cta::kStageElems * 2;
+  __shared__ __align__(8) unsigned long long ring_bars[2 * S + 2];  // full, empty, turn
+  const u32 smem_base = smem_addr(smem);
+  if (smem_base & 1023) __trap();  // the swizzle TMA writes is not the one wgmma reads
+  if (steps <= 0) __trap();        // a tile without a K step: nothing would write acc
+  const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]),
+            turn0 = smem_addr(&ring_bars[2 * S]);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      tjk::mbar_init(full0 + 8 * s, 1);
+      tjk::mbar_init(empty0 + 8 * s, 128);
+    }
+    tjk::mbar_init(turn0, 128);
+    tjk::mbar_init(turn0 + 8, 128);
+    tjk::mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x >= Cta::kComputeThreads) {
+    tjk::setmaxnreg_dec<24>();
+    if (threadIdx.x != Cta::kComputeThreads) return false;
+    int s = 0, pass = 0;
+    for (int t = 0; t < tiles; ++t)
+      for (int k = 0; k < steps; ++k) {
+        if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
+        load_tma(smem_base + s * kStageBytes, full0 + 8 * s, t, k);
+        if (++s == S) s = 0, ++pass;
+      }
+    return false;
+  }
+  tjk::setmaxnreg_inc<240>();
+  const int wg = Cta::group();
+  typename Cta::Acc acc;
+  int turns = 0;
+  for (int t = wg; t < tiles; t += 2) {
+    if (t > 0) tjk::mbar_wait(turn0 + 8 * wg, turns++ & 1);
+    const long long first = (long long)t * steps;  // the tile's first step in the ring's order
+    int s = static_cast<int>(first % S), pass = static_cast<int>(first / S), held = -1;
+    for (int k = 0; k < steps; ++k) {
+      tjk::mbar_wait(full0 + 8 * s, pass & 1);
+      pin_acc(acc);
+      tjk::wgmma_fence();
+      // A tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
+      const u32 cur = smem_base + s * kStageBytes;
+      pingpong_step<Cta, kF16>(acc, cur, cur + Cta::kAElems * 2, k != 0);
+      tjk::wgmma_commit();
+      if (k == steps - 1) tjk::mbar_arrive(turn0 + 8 * (wg ^ 1));  // the other's turn
+      tjk::wgmma_wait<1>();  // step k - 1's products are done
+      pin_acc(acc);
+      if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
+      held = s;
+      if (++s == S) s = 0, ++pass;
+    }
+    tjk::wgmma_wait<0>();
+    pin_acc(acc);
+    tjk::mbar_arrive(empty0 + 8 * held);
+    tile_done(t, acc);
+  }
+  return true;
+}
+
 // The tile loop of CTA type Cta: gemm_loop_sm90_ws for a CeWsCta, gemm_loop_sm90 for a CeWgCta,
 // gemm_loop otherwise. Returns false on threads that only load (CeWsCta), which are done. Only
 // the warp-specialised loop calls load_tma; the others' `load` copies both operands.

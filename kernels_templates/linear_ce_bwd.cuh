@@ -35,8 +35,9 @@
 // its own and the buffer grows to it): for each chunk linear_ce_grad writes the
 // chunk's blocks (the chunk's first pair is block 0), then the products (linear_ce_products.cuh)
 // read them: dE, dC, dbias. A sparse backward then needs as few chunks as its visited pairs fill,
-// and launches no CTA for a pair it skips. Launch shape of the grad kernel: CeGradCta (threads,
-// dynamic smem), whichever tile loop runs; grid (the chunk's pairs).
+// and launches no CTA for a pair it skips. Launch shape of the grad kernel (CeGradLaunch): the
+// portable loop's CeGradCta over a grid of the chunk's pairs, or on the Hopper loop the persistent
+// CeGradPingpongCta over min(pairs, SMs) CTAs.
 #pragma once
 
 #include "ce_wgmma.cuh"
@@ -148,32 +149,80 @@ __device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16*
   }
 }
 
-// The gradient tile's Hopper CTA: CeGradCta's shape, threads and shared memory, as two
-// warpgroups of 64 x 128 (ce_wgmma.cuh); used where the module asks for it (kSm90Loop) and is
-// compiled for sm_90a, never with kKl. ptxas (CUDA 13.0, sm_90a, gemma2_softcap module): 111
-// registers (two CTAs per SM), no spills, 4 HGMMA 64x128x16 per K step (the portable loop: 125).
-typedef CeWgCta<kTileRows, kTileIds, 3> CeGradWgCta;
-static_assert(CeGradWgCta::kThreads == CeGradCta::kThreads &&
-                  CeGradWgCta::kSmemBytes == CeGradCta::kSmemBytes,
-              "both gradient loops launch alike");
-template <bool kSm90Loop>
-struct CeGradCtaOf {
-  typedef CeGradCta type;
+// The backward's tensor maps on the Hopper loop (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with
+// 128-byte swizzle: one box is a 64-row block of a K-major tile or one 64-column panel of an
+// MN-major one, as load_kmajor / load_mnmajor lay them out. `grad`: G's blocks [blocks * 128,
+// 128] (the gradient tiles store through it, the products load); `hidden`: the kept rows of E
+// [n_kept, dim]; `staged`: the chunk's weight rows of segments with an order, in visiting order
+// (linear_ce_stage_weights); `weight`: each segment's rows [size, dim].
+struct CeBwdMaps {
+  tjk::TmaDescriptor grad, hidden, staged;
+  tjk::TmaDescriptor weight[kMaxSegments];
 };
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <>
-struct CeGradCtaOf<true> {
-  typedef CeGradWgCta type;
-};
-#endif
+
+// G's entries of one gradient tile from its logits: for each of this thread's accumulator entries
+// (rows Cta::row(mi, h) of the tile, row tile row0; columns Cta::col(ni) + e of vocabulary tile
+// positions lbase.. of segment S), store(r, ni, two entries packed) with 0 outside the rows and
+// the segment. The columns' weight rows (through the order) are looked up once, not per row.
+template <class Prog, class Args, class Cta, bool kF16, bool kKl, class Acc, class Store>
+__device__ __forceinline__ void grad_tile_entries(const Args& args, const CeBwdParams& p,
+                                                  const CeSegment& S, int s, int lbase, int row0,
+                                                  const Acc& acc, const Acc& teacher,
+                                                  Store store) {
+  const CeRows& R = p.rows;
+  // The hooks' constant parts once, after the products (no registers held across their loop);
+  // their row parts and the row's terms once per row; the segment's fields in registers (read
+  // through S per entry they would be re-read after every store).
+  const LogitHooks<Prog, Args, true> hooks(args);
+  const bool subtract_uniform = !(Prog::kLogitIsIdentity && p.weight_colsum);
+  const u16* const bias = S.bias;
+  const u16* const teacher_bias = kKl ? p.kl.teacher.layout.seg[s].bias : nullptr;
+  const int seg_begin = S.begin;
+  const int* const order = S.order;
+  const int col0 = lbase + Cta::col(0), cols_in = S.size - col0;
+#pragma unroll
+  for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = Cta::row(mi, h), k = row0 + r;
+      const bool row_ok = k < R.n_kept;
+      const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
+      const auto at = hooks.at_row(orig);
+      const GradRowTerms terms = grad_row_terms<kKl>(p, row_ok ? k : 0);
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        float g2[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          g2[e] = 0.f;
+          const int c = ni * 8 + e;
+          if (row_ok && c < cols_in) {
+            const int wrow = order ? order[col0 + c] : col0 + c, id = seg_begin + wrow;
+            float x = acc[mi][ni][h * 2 + e];
+            if (bias) x += to_float<kF16>(bias[wrow]);
+            const float z = at.mod(x, id);
+            float tz = 0.f;
+            if (kKl) {
+              float xt = teacher[mi][ni][h * 2 + e];
+              if (teacher_bias) xt += to_float<kF16>(teacher_bias[wrow]);
+              tz = at.mod(xt, id);
+            }
+            g2[e] = grad_entry<kKl>(terms, subtract_uniform, z, tz, at.grad(x, id), id == tgt);
+          }
+        }
+        store(r, ni, pack2<kF16>(g2[0], g2[1]));
+      }
+    }
+}
 
 // Grid (the chunk's pairs); CeGradCta::kThreads threads (launch bounds: two CTAs per SM;
 // one with kKl, whose second GEMM recomputes the teacher's tile: ks = max(ceil(D / 64),
-// ceil(D_t / 64)) K steps each, as in linear_ce_fwd_kl).
-template <class Prog, class Args, bool kF16, bool kKl = false, bool kSm90Loop = false>
+// ceil(D_t / 64)) K steps each, as in linear_ce_fwd_kl). The portable tile loop, whose operands
+// come by cp.async (an ordered segment's weight rows gathered through its order).
+template <class Prog, class Args, bool kF16, bool kKl = false>
 __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdParams& p) {
-  typedef typename CeGradCtaOf<kSm90Loop && !kKl>::type Cta;
-  extern __shared__ __align__(1024) u16 grad_smem[];  // 1024: the Hopper loop's swizzle patterns
+  typedef CeGradCta Cta;
+  extern __shared__ __align__(1024) u16 grad_smem[];
   u16* smem = grad_smem;
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
@@ -217,65 +266,130 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
       else
         copy_acc(a, student);
     };
-    ce_gemm_loop<Cta, kF16, true, true>(smem, 2 * ksteps, ksteps, load, keep, acc);
+    gemm_loop<Cta, kF16, true, true>(smem, 2 * ksteps, ksteps, load, keep, acc);
     copy_acc(student, acc);
   } else {  // one tile: the accumulators stay as they are at the end
-    ce_gemm_loop<Cta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
+    gemm_loop<Cta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
   }
-  // With the Hopper loop, ptxas (CUDA 13.0) serialises every product (C7515: "non wgmma
-  // instructions defining accumulator registers") unless the epilogue starts a new region; a
-  // barrier that exits nowhere is enough. Check `ptxas -v` when touching this.
-  if (Cta::kWgmma && !__syncthreads_or(1)) return;
-
-  // The hooks' constant parts once, after the products (no registers held across their loop);
-  // their row parts and the row's terms once per row; the segment's fields in registers (read
-  // through S per entry they would be re-read after every store).
-  const LogitHooks<Prog, Args, true> hooks(args);
-  const bool subtract_uniform = !(Prog::kLogitIsIdentity && p.weight_colsum);
-  const int* const order = S.order;
-  const u16* const bias = S.bias;
-  const u16* const teacher_bias = kKl ? T.layout.seg[s].bias : nullptr;
-  const int seg_begin = S.begin;
-  const int col0 = lbase + Cta::col(0);  // this thread's column ni * 8 + e is col0 + ni * 8 + e
-  const int cols_in = S.size - col0;     // ... in range when ni * 8 + e < cols_in
-#pragma unroll
-  for (int mi = 0; mi < Cta::kMI; ++mi)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = Cta::row(mi, h), k = row0 + r;
-      const bool row_ok = k < R.n_kept;
-      const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
-      const auto at = hooks.at_row(orig);
-      const GradRowTerms terms = grad_row_terms<kKl>(p, row_ok ? k : 0);
-#pragma unroll
-      for (int ni = 0; ni < Cta::kNI; ++ni) {
-        float g2[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = ni * 8 + e;
-          g2[e] = 0.f;
-          if (row_ok && c < cols_in) {
-            const int pos = col0 + c;
-            const int wrow = order ? order[pos] : pos, id = seg_begin + wrow;
-            float x = acc[mi][ni][h * 2 + e];
-            if (bias) x += to_float<kF16>(bias[wrow]);
-            const float z = at.mod(x, id);
-            float tz = 0.f;
-            if (kKl) {
-              float xt = teacher[mi][ni][h * 2 + e];
-              if (teacher_bias) xt += to_float<kF16>(teacher_bias[wrow]);
-              tz = at.mod(xt, id);
-            }
-            g2[e] = grad_entry<kKl>(terms, subtract_uniform, z, tz, at.grad(x, id), id == tgt);
-          }
-        }
-        *reinterpret_cast<u32*>(stage + r * kStageStride + Cta::col(ni)) =
-            pack2<kF16>(g2[0], g2[1]);
-      }
-    }
+  grad_tile_entries<Prog, Args, Cta, kF16, kKl>(
+      args, p, S, s, lbase, row0, acc, teacher, [&](int r, int ni, u32 v) {
+        *reinterpret_cast<u32*>(stage + r * kStageStride + Cta::col(ni)) = v;
+      });
   __syncthreads();
   store_grad_tile(p, stage, block);
 }
+
+// The gradient tiles' Hopper CTA (ce_wgmma.cuh): persistent, 128 x 128 tiles taken in turns by
+// two computing warpgroups, a four-stage ring filled by TMA (the kept rows, and each segment's
+// weights or, with an order, the chunk's staged copy of them), G stored by TMA from each
+// warpgroup's output tile. One CTA per SM; 384 threads, 192 KiB.
+typedef CePingpongCta<kTileRows, kTileIds, 4> CeGradPingpongCta;
+
+// The gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking pairs b,
+// b + grid, ...; CeGradPingpongCta's threads and shared memory. What each tile computes and
+// stores is linear_ce_grad's; the operands come by TMA (`maps`: hidden, weight[s], staged; G
+// stored through grad). Output tiles are kept in shared memory with the layout a TMA load of
+// the same boxes would write (two 64-column panels of 128 rows of 128 bytes, 16-byte chunk c of
+// row r at c ^ (r % 8)), so the fragments' stores are conflict-free and four 64 x 64 boxes
+// carry the tile out.
+template <class Prog, class Args, bool kF16>
+__device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const CeBwdParams& p,
+                                                        const CeBwdMaps& maps) {
+  typedef CeGradPingpongCta Cta;
+  extern __shared__ __align__(1024) u16 grad_smem[];
+  const CeLayout& L = p.layout;
+  const int first = p.pair_first[p.chunk_first];
+  const int pairs = p.pair_first[p.chunk_first + p.chunk_tiles] - first;
+  const int b = blockIdx.x, grid = gridDim.x;
+  const int tiles = b < pairs ? (pairs - b + grid - 1) / grid : 0;
+  const int ksteps = (p.rows.dim + Cta::kK - 1) / Cta::kK;
+  // The loader's view of its current tile: the rows of its operands' boxes.
+  int loaded = -1, hidden_row = 0, weight_row = 0;
+  const tjk::TmaDescriptor* weight_map = nullptr;
+  auto load_tma = [&](u32 stage, u32 full, int t, int k) {
+    if (t != loaded) {
+      const int2 pair = p.pair_list[first + b + t * grid];
+      const CeSegment& S = L.seg[tile_segment(L, pair.x)];
+      const int s = tile_segment(L, pair.x);
+      hidden_row = pair.y * kTileRows;
+      weight_map = S.order ? &maps.staged : &maps.weight[s];
+      weight_row = S.order ? chunk_staged_tile(p, pair.x) * kTileIds
+                           : (pair.x - S.first_tile) * kTileIds;
+      loaded = t;
+    }
+    const int k0 = k * Cta::kK;
+    tjk::mbar_arrive_expect_tx(full, Cta::kStageElems * 2);
+#pragma unroll
+    for (int j = 0; j < kTileRows / 64; ++j)
+      tjk::tma_load_2d(stage + j * 64 * kRowBytes, &maps.hidden, k0, hidden_row + 64 * j, full);
+    const u32 b_tile = stage + Cta::kAElems * 2;
+#pragma unroll
+    for (int j = 0; j < kTileIds / 64; ++j)
+      tjk::tma_load_2d(b_tile + j * 64 * kRowBytes, weight_map, k0, weight_row + 64 * j, full);
+  };
+  const int wg = Cta::group();
+  const bool storer = (threadIdx.x & 127) == 0;  // issues its warpgroup's stores of G
+  unsigned char* const out_tile =
+      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes;
+  const u32 out = smem_addr(out_tile);
+  auto tile_done = [&](int t, typename Cta::Acc& acc) {
+    const int block = b + t * grid;  // the pair's block of G in this chunk
+    const int2 pair = p.pair_list[first + block];
+    const int s = tile_segment(L, pair.x);
+    const CeSegment& S = L.seg[s];
+    // The output tile is free once the stores of this warpgroup's previous tile have read it.
+    if (storer) tjk::bulk_wait_group_read<0>();
+    tjk::named_barrier_sync(2 + wg, 128);
+    grad_tile_entries<Prog, Args, Cta, kF16, false>(
+        args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair.y * kTileRows, acc, acc,
+        [&](int r, int ni, u32 v) {
+          const u32 chunk = (ni & 7) ^ (r & 7);
+          *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (kTileRows * kRowBytes) + r * kRowBytes +
+                                  chunk * 16 + (threadIdx.x & 3) * 4) = v;
+        });
+    tjk::fence_proxy_async_shared();  // the stores read it through the async proxy
+    tjk::named_barrier_sync(2 + wg, 128);
+    if (storer) {
+#pragma unroll
+      for (int j = 0; j < kTileIds / 64; ++j)
+#pragma unroll
+        for (int i = 0; i < kTileRows / 64; ++i)
+          tjk::tma_store_2d(&maps.grad,
+                            out + j * (kTileRows * kRowBytes) + i * 64 * kRowBytes, 64 * j,
+                            block * kTileRows + 64 * i);
+      tjk::bulk_commit_group();
+    }
+  };
+  if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done)) return;
+  if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
+}
+
+// The gradient tiles of a program without a KL term: on the Hopper loop where the module asks
+// for it (kSm90Loop) and is compiled for sm_90a, else the portable one (which ignores `maps`).
+template <class Prog, class Args, bool kF16, bool kSm90Loop>
+__device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdParams& p,
+                                               const CeBwdMaps& maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kSm90Loop) {
+    linear_ce_grad_pingpong<Prog, Args, kF16>(args, p, maps);
+    return;
+  }
+#endif
+  linear_ce_grad<Prog, Args, kF16, false>(args, p);
+}
+
+// The gradient kernel's launch shape: CeGradCta (two per SM), or CeGradPingpongCta (one) where
+// linear_ce_grad runs the Hopper loop.
+template <bool kSm90Loop>
+struct CeGradLaunch {
+  static constexpr int kThreads = CeGradCta::kThreads, kMinBlocks = 2;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeGradLaunch<true> {
+  static constexpr int kThreads = CeGradPingpongCta::kThreads, kMinBlocks = 1;
+};
+#endif
 
 // Grid (ceil(n_kept / 256)), 256 threads: per kept row, its target's slot and the fp32 entry of
 // G there, for the sparse target correction (used where the target's tile is not hot).
@@ -295,10 +409,11 @@ __device__ __forceinline__ void linear_ce_target_grad(const Args& args, const Ce
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
-__global__ void __launch_bounds__(CeGradCta::kThreads, 2)
-    linear_ce_grad_kernel(const __grid_constant__ Args args,
-                          const __grid_constant__ CeBwdParams p) {
-  linear_ce_grad<Prog, Args, kF16, false, kSm90Loop>(args, p);
+__global__ void __launch_bounds__(CeGradLaunch<kSm90Loop>::kThreads,
+                                  CeGradLaunch<kSm90Loop>::kMinBlocks)
+    linear_ce_grad_kernel(const __grid_constant__ Args args, const __grid_constant__ CeBwdParams p,
+                          const __grid_constant__ CeBwdMaps maps) {
+  linear_ce_grad<Prog, Args, kF16, kSm90Loop>(args, p, maps);
 }
 template <class Prog, class Args>
 __global__ void linear_ce_target_grad_kernel(const __grid_constant__ Args args,

@@ -195,21 +195,12 @@ struct CeProductCtaOf<true> {
 };
 #endif
 
-// The products' tensor maps (runtime/LinearCeTma.h), 2-D, 64 x 64 boxes with 128-byte swizzle:
-// one box is a 64-row block of a K-major tile or one 64-column panel of an MN-major one, as
-// load_kmajor / load_mnmajor lay them out. `grad`: G's blocks [blocks * 128, 128];
-// `hidden`: the kept rows of E [n_kept, dim]; `staged`: the chunk's weight rows of segments
-// with an order, in visiting order (linear_ce_stage_weights; only dE reads weights); `weight`:
-// each segment's rows [size, dim]. Read only by the warp-specialised Hopper loop.
-struct CeProductMaps {
-  tjk::TmaDescriptor grad, hidden, staged;
-  tjk::TmaDescriptor weight[kMaxSegments];
-};
+// The products' TMA boxes: CeBwdMaps (linear_ce_bwd.cuh).
 
 // Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
 // CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for dweight.
 template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeProductMaps& maps) {
+__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];   // the chunk's visited tiles of this row tile, in order
@@ -334,7 +325,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
 // Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
 // corrections).
 template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeProductMaps& maps) {
+__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
@@ -473,13 +464,13 @@ __device__ __forceinline__ void linear_ce_dbias(const CeBwdParams& p) {
 template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_dhidden_kernel(const __grid_constant__ CeBwdParams p,
-                             const __grid_constant__ CeProductMaps maps) {
+                             const __grid_constant__ CeBwdMaps maps) {
   linear_ce_dhidden<kF16, kSm90Loop>(p, maps);
 }
 template <bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p,
-                             const __grid_constant__ CeProductMaps maps) {
+                             const __grid_constant__ CeBwdMaps maps) {
   linear_ce_dweight<kF16, kSm90Loop>(p, maps);
 }
 template <bool kF16>

@@ -76,6 +76,19 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDescriptor* m
       : "memory");
 }
 
+// Stores the box at `src` (shared memory, laid out as a load of the same box would write it) to
+// the 2-D tensor map's box at (c0, c1) (elements outside the tensor are skipped); one bulk
+// async-group per bulk_commit_group. The writes to `src` through the generic proxy must be made
+// visible to the async proxy first (fence_proxy_async_shared, then a barrier).
+__device__ __forceinline__ void tma_store_2d(const TmaDescriptor* map, unsigned src, int c0,
+                                             int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          generic_address(map)),
+      "r"(src), "r"(c0), "r"(c1)
+      : "memory");
+}
+
 // mbarrier in shared memory (8 bytes, 8-byte aligned). A phase completes when `count` arrivals
 // and every expected transaction byte have been seen; its parity is 0 for the first phase.
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {

@@ -255,8 +255,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
                       P.kl ? "linear_ce_target_grad_kl" : "linear_ce_target_grad"),
            {blocks(n_kept, 256)}, {256}, 0, stream, target_params);
   }
+  // The gradient tiles: on the Hopper loop (no KL term) a persistent CTA per SM whose operands
+  // come by TMA (an ordered segment's from the chunk's staged copy) and which stores G by TMA.
+  const bool sm90_grad = sm90_products && !P.kl;
+  const int grad_smem = sm90_grad ? kCeGradSm90SmemBytes : kCeGradSmemBytes;
   CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
-                               kCeGradSmemBytes);
+                               grad_smem);
+  const unsigned num_sms =
+      static_cast<unsigned>(driver->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
   const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
   const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
   // The chunks: runs of tiles whose visited pairs' G blocks and staged weight tiles (the visited
@@ -277,7 +283,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.grad = grad_buffer.data();
   // The Hopper products' tiles come by TMA: maps of G's blocks, the kept rows, the chunk's staged
   // weight rows (after its blocks; encoded per chunk) and the segments' weights, 64 x 64 boxes.
-  CeProductMaps maps{};
+  CeBwdMaps maps{};
   const bool f16 = st.dtype == DType::F16;
   auto map = [&](const void* data, int64_t rows, int64_t cols, int64_t stride) {
     return encode_tensor_map(
@@ -305,17 +311,19 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     p.chunk_tiles = ch.tiles;
     p.first_chunk = ci == 0;
     const unsigned chunk = static_cast<unsigned>(ch.tiles);
-    if (ch.pairs > 0) {
-      void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p};
-      launch(grad, {static_cast<unsigned>(ch.pairs)}, {kCeGradThreads}, kCeGradSmemBytes, stream,
-             grad_params);
-    }
-    if (ch.staged_tiles > 0) {
+    if (ch.staged_tiles > 0) {  // before the gradient tiles and dE, which read it
       void* staged = static_cast<char*>(p.grad) + ch.pairs * CeBackwardPlan::kGradBlockBytes;
       maps.staged = map(staged, ch.staged_tiles * kTileIds, dim, dim);
       run(stage, {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
           static_cast<const int32_t*>(p.col_count), static_cast<const int32_t*>(p.staged_first),
           p.chunk_first, dim, staged);
+    }
+    if (ch.pairs > 0) {
+      // (the KL program's kernel takes the first two)
+      void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p, &maps};
+      const unsigned pairs = static_cast<unsigned>(ch.pairs);
+      launch(grad, {sm90_grad ? std::min(pairs, num_sms) : pairs},
+             {sm90_grad ? kCeGradSm90Threads : kCeGradThreads}, grad_smem, stream, grad_params);
     }
     // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
     if (ch.pairs > 0 || p.first_chunk)

@@ -121,11 +121,11 @@ struct CeFwdMaps {  // the Hopper forward's tensor maps (runtime/LinearCeTma.h)
   CUtensorMap weight[kMaxSegments];
 };
 static_assert(sizeof(CeFwdMaps) == kCeFwdMapsBytes);
-struct CeProductMaps {  // the Hopper products' tensor maps (runtime/LinearCeTma.h)
+struct CeBwdMaps {  // the Hopper products' tensor maps (runtime/LinearCeTma.h)
   CUtensorMap grad, hidden, staged;
   CUtensorMap weight[kMaxSegments];
 };
-static_assert(sizeof(CeProductMaps) == kCeProductMapsBytes);
+static_assert(sizeof(CeBwdMaps) == kCeBwdMapsBytes);
 static_assert(sizeof(CeMergeParams) == kCeMergeParamsBytes);
 static_assert(sizeof(CeClassifyParams) == kCeClassifyParamsBytes);
 static_assert(sizeof(CeBwdParams) == kCeBwdParamsBytes);

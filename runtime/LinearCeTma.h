@@ -48,7 +48,7 @@ inline TiledTensorMapArgs ce_weight_tensor_map_args(const void* data, int64_t ro
   return ce_operand_tensor_map_args(data, rows, dim, row_stride, kCeWeightTmaRows, f16);
 }
 
-// The products' maps (kernels_templates/linear_ce_products.cuh, CeProductMaps): 64 x 64 boxes of
+// The products' maps (kernels_templates/linear_ce_products.cuh, CeBwdMaps): 64 x 64 boxes of
 // G's blocks, of the kept rows of E and of each segment's weights.
 inline constexpr int kCeProductTmaRows = 64;
 

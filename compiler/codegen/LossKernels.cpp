@@ -41,9 +41,11 @@ const std::vector<CeEntry>& entries() {
        "tilejit_ce::CeKlFwdCta::kThreads, 1",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
        Serves::WithKl},
-      {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16, false, kSm90Loop>",
-       "tilejit_ce::CeGradCta::kThreads, 2",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
+      {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16, kSm90Loop>",
+       "tilejit_ce::CeGradLaunch<kSm90Loop>::kThreads, "
+       "tilejit_ce::CeGradLaunch<kSm90Loop>::kMinBlocks",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeBwdMaps maps",
        Serves::WithoutKl},
       {M::Gradient, "linear_ce_grad_kl", "<TjProgram, TjArgs, kF16, true>",
        "tilejit_ce::CeGradCta::kThreads, 1",
@@ -58,11 +60,11 @@ const std::vector<CeEntry>& entries() {
       {M::Products, "linear_ce_dhidden", "<kF16, kSm90Loop>",
        "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p, "
-       "const __grid_constant__ tilejit_ce::CeProductMaps maps"},
+       "const __grid_constant__ tilejit_ce::CeBwdMaps maps"},
       {M::Products, "linear_ce_dweight", "<kF16, kSm90Loop>",
        "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p, "
-       "const __grid_constant__ tilejit_ce::CeProductMaps maps"},
+       "const __grid_constant__ tilejit_ce::CeBwdMaps maps"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Rows, "linear_ce_check_targets_i32", "", "1024",
@@ -132,9 +134,10 @@ std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule
   switch (m) {
     case LossModule::Forward:
       return {{"CeFwdParams", kCeFwdParamsBytes}, {"CeFwdMaps", kCeFwdMapsBytes}};
-    case LossModule::Gradient: return {{"CeBwdParams", kCeBwdParamsBytes}};
+    case LossModule::Gradient:
+      return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeBwdMaps", kCeBwdMapsBytes}};
     case LossModule::Products:
-      return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeProductMaps", kCeProductMapsBytes}};
+      return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeBwdMaps", kCeBwdMapsBytes}};
     case LossModule::Rows:
       return {{"CeLayout", kCeLayoutBytes},
               {"CeMergeParams", kCeMergeParamsBytes},
@@ -150,7 +153,9 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
       return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
               {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
-    case LossModule::Gradient: return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes}};
+    case LossModule::Gradient:
+      return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes},
+              {"CeGradPingpongCta", kCeGradSm90Threads, kCeGradSm90SmemBytes}};
     case LossModule::Products:
       return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes},
               {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes}};

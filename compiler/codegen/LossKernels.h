@@ -38,8 +38,8 @@ enum class LossModule : uint8_t { Forward, Gradient, Products, Rows };
 // products linear_ce_dhidden and linear_ce_dweight): the portable one (mma.sync, sm_80+) or the
 // Hopper one (wgmma, kernels_templates/ce_wgmma.cuh). The choice is part of the Forward,
 // Gradient and Products modules' source, so the kernel cache keys on it; a module asking for
-// Sm90 compiled for any target other than sm_90a runs the portable loop. Both loops launch with
-// the same shape.
+// Sm90 compiled for any target other than sm_90a runs the portable loop. The runtime launches the
+// Hopper loop's shapes (kCe*Sm90* below) for sm_90a modules only.
 enum class CeTileLoop : uint8_t { Portable, Sm90 };
 
 // Every module, in the order a forward + backward pass first needs them.
@@ -70,7 +70,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 inline constexpr size_t kCeLayoutBytes = 336;
 inline constexpr size_t kCeFwdParamsBytes = 848;
 inline constexpr size_t kCeFwdMapsBytes = 640;
-inline constexpr size_t kCeProductMapsBytes = 896;
+inline constexpr size_t kCeBwdMapsBytes = 896;
 inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (runtime/LinearCeTma.h)
 inline constexpr size_t kCeMergeParamsBytes = 152;
 // linear_ce_merge's blocks: kCeMergeRows rows x kCeMergeThreads threads (asserted likewise)
@@ -83,6 +83,8 @@ inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // 
 inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
+// CeGradPingpongCta: the gradient tiles on the Hopper loop on sm_90a (persistent, one per SM)
+inline constexpr int kCeGradSm90Threads = 384, kCeGradSm90SmemBytes = 196608;
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
 // CeProductWsCta: the products on the Hopper loop on sm_90a
 inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;

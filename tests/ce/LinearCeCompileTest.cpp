@@ -149,7 +149,7 @@ TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
   EXPECT_NE(sm90.find("tilejit_ce::linear_ce_fwd<TjProgram, TjArgs, kF16, kSm90Loop>("),
             std::string::npos);
   EXPECT_NE(source(LossModule::Gradient, CeTileLoop::Sm90)
-                .find("tilejit_ce::linear_ce_grad<TjProgram, TjArgs, kF16, false, kSm90Loop>("),
+                .find("tilejit_ce::linear_ce_grad<TjProgram, TjArgs, kF16, kSm90Loop>("),
             std::string::npos);
   const std::string products = source(LossModule::Products, CeTileLoop::Sm90);
   EXPECT_NE(products.find("constexpr bool kSm90Loop = true;"), std::string::npos);

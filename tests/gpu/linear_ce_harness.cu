@@ -165,7 +165,7 @@ struct Runner {
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, false>, smem,
                             CeGradCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_grad_kernel<Prog, Args, false, true>, smem,
-                            CeGradCta::kSmemBytes));
+                            CeGradPingpongCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, false>, smem,
                             CeProductCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dhidden_kernel<false, true>, smem,
@@ -395,7 +395,7 @@ struct Runner {
       grad_capacity = plan.buffer_bytes;
     }
     p.grad = reinterpret_cast<u16*>(grad_buffer);
-    CeProductMaps maps{};  // the Hopper products' tiles come by TMA, as in the runtime
+    CeBwdMaps maps{};  // the Hopper gradient tiles and products: TMA, as in the runtime
     const int rows = tilejit::kCeProductTmaRows;
     if (g_sm90_loop) {
       maps.grad = encode_tensor_map(tilejit::ce_operand_tensor_map_args(
@@ -417,11 +417,10 @@ struct Runner {
       p.chunk_tiles = ch.tiles;
       p.first_chunk = ci == 0;
       const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
-      const dim3 grad_grid(unsigned(std::max<int64_t>(ch.pairs, 1)));  // both loops launch alike
       const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
       const bool grad = ch.pairs > 0, dhidden = grad || p.first_chunk;
-      if (ch.staged_tiles > 0) {
+      if (ch.staged_tiles > 0) {  // before the gradient tiles and dE, which read it
         u16* staged = reinterpret_cast<u16*>(grad_buffer + ch.pairs * plan.kGradBlockBytes);
         maps.staged =
             encode_tensor_map(tilejit::ce_operand_tensor_map_args(
@@ -432,16 +431,17 @@ struct Runner {
       }
       if (g_sm90_loop) {
         const int ws_threads = CeProductWsCta::kThreads, ws_bytes = CeProductWsCta::kSmemBytes;
-        if (grad)
+        if (grad)  // persistent: at most one CTA per SM
           linear_ce_grad_kernel<Prog, Args, false, true>
-              <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
+              <<<unsigned(std::min<int64_t>(ch.pairs, num_sms)), CeGradPingpongCta::kThreads,
+                 CeGradPingpongCta::kSmemBytes>>>(args, p, maps);
         if (dhidden)
           linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
         linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p, maps);
       } else {
         if (grad)
           linear_ce_grad_kernel<Prog, Args, false, false>
-              <<<grad_grid, CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p);
+              <<<unsigned(ch.pairs), CeGradCta::kThreads, CeGradCta::kSmemBytes>>>(args, p, maps);
         if (dhidden)
           linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p, maps);
         linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p, maps);
