@@ -359,16 +359,16 @@ struct CePingpongCta {
   __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
 };
 
-// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta (after the
-// fence wgmma needs): acc[mi] = (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both
+// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta, after the
+// fence wgmma needs: acc[mi] = (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both
 // K-major at a_tile / b_tile, for the fragments mi in kFragments (bit mi; the others keep what
 // they held).
 template <class Cta, bool kF16, unsigned kFragments>
-__device__ __forceinline__ void pingpong_step_of(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
-                                                 bool accumulate) {
+__device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
+                                              bool accumulate) {
   typedef typename CeWgElem<kF16>::type T;
   pin_acc(acc);
-  tjk::wgmma_fence();  // in each stream: ptxas injects one otherwise
+  tjk::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -378,28 +378,47 @@ __device__ __forceinline__ void pingpong_step_of(typename Cta::Acc& acc, u32 a_t
             acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
             operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
 }
-// ... for the fragments in `fragments` (warp-uniform): with two fragments, one of three
-// unconditional product streams (a product issued under a runtime condition makes ptxas fence
-// every product).
-template <class Cta, bool kF16>
-__device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
-                                              bool accumulate, unsigned fragments) {
-  if constexpr (Cta::kMI == 2) {
-    if ((fragments & 3) == 1)
-      pingpong_step_of<Cta, kF16, 1>(acc, a_tile, b_tile, accumulate);
-    else if ((fragments & 3) == 2)
-      pingpong_step_of<Cta, kF16, 2>(acc, a_tile, b_tile, accumulate);
-    else
-      pingpong_step_of<Cta, kF16, 3>(acc, a_tile, b_tile, accumulate);
-  } else {
-    pingpong_step_of<Cta, kF16, ~0u>(acc, a_tile, b_tile, accumulate);
-  }
-}
+
+// A set of m64 fragments (bit mi) as a type, for code specialised to it.
+template <unsigned kBits>
+struct FragmentSet {
+  static constexpr unsigned value = kBits;
+};
 
 // Every m64 fragment of a tile (gemm_loop_sm90_pingpong's default).
 struct AllFragments {
   __device__ __forceinline__ unsigned operator()(int) const { return ~0u; }
 };
+
+// A computing warpgroup's place in a CePingpongCta's ring: the shared addresses of the stages
+// and barriers (gemm_loop_sm90_pingpong), the stage and pass of its next step, and the stage
+// it holds (-1: none).
+struct PingpongRing {
+  u32 smem_base, full0, empty0, turn0;
+  int s, pass, held;
+};
+
+// The K loop of one tile on computing warpgroup wg: `steps` steps of the fragments in kFragments,
+// each waiting for its stage and releasing the one before; after issuing the last products it
+// hands the turn to the other warpgroup. The last stage stays held (ring.held).
+template <class Cta, bool kF16, unsigned kFragments>
+__device__ __forceinline__ void pingpong_k_loop(typename Cta::Acc& acc, PingpongRing& ring,
+                                                int steps, int wg) {
+  constexpr u32 kStageBytes = Cta::kStageElems * 2;
+  for (int k = 0; k < steps; ++k) {
+    tjk::mbar_wait(ring.full0 + 8 * ring.s, ring.pass & 1);
+    // A tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
+    const u32 cur = ring.smem_base + ring.s * kStageBytes;
+    pingpong_step<Cta, kF16, kFragments>(acc, cur, cur + Cta::kAElems * 2, k != 0);
+    tjk::wgmma_commit();
+    if (k == steps - 1) tjk::mbar_arrive(ring.turn0 + 8 * (wg ^ 1));  // the other's turn
+    tjk::wgmma_wait<1>();  // step k - 1's products are done
+    pin_acc(acc);
+    if (ring.held >= 0) tjk::mbar_arrive(ring.empty0 + 8 * ring.held);
+    ring.held = ring.s;
+    if (++ring.s == Cta::kStages) ring.s = 0, ++ring.pass;
+  }
+}
 
 // The tile loop of a CePingpongCta (launched with its 384 threads), operands by TMA only: this
 // CTA's output tiles 0 .. tiles - 1, each `steps` K steps. load_tma(stage, full, tile, step), on
@@ -462,23 +481,19 @@ __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, in
     const unsigned computed = __shfl_sync(0xffffffffu, fragments(t), 0);  // warp-uniform
     if (t > 0) tjk::mbar_wait(turn0 + 8 * wg, turns++ & 1);
     const long long first = (long long)t * steps;  // the tile's first step in the ring's order
-    int s = static_cast<int>(first % S), pass = static_cast<int>(first / S), held = -1;
-    for (int k = 0; k < steps; ++k) {
-      tjk::mbar_wait(full0 + 8 * s, pass & 1);
-      // A tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
-      const u32 cur = smem_base + s * kStageBytes;
-      pingpong_step<Cta, kF16>(acc, cur, cur + Cta::kAElems * 2, k != 0, computed);
-      tjk::wgmma_commit();
-      if (k == steps - 1) tjk::mbar_arrive(turn0 + 8 * (wg ^ 1));  // the other's turn
-      tjk::wgmma_wait<1>();  // step k - 1's products are done
-      pin_acc(acc);
-      if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
-      held = s;
-      if (++s == S) s = 0, ++pass;
-    }
+    PingpongRing ring{smem_base, full0, empty0, turn0, static_cast<int>(first % S),
+                      static_cast<int>(first / S), -1};
+    // One K loop per fragment set, so no product is issued under a runtime condition (ptxas
+    // would fence every product then).
+    if (Cta::kMI == 2 && (computed & 3) == 1)
+      pingpong_k_loop<Cta, kF16, 1>(acc, ring, steps, wg);
+    else if (Cta::kMI == 2 && (computed & 3) == 2)
+      pingpong_k_loop<Cta, kF16, 2>(acc, ring, steps, wg);
+    else
+      pingpong_k_loop<Cta, kF16, ~0u>(acc, ring, steps, wg);
     tjk::wgmma_wait<0>();
     pin_acc(acc);
-    tjk::mbar_arrive(empty0 + 8 * held);
+    tjk::mbar_arrive(empty0 + 8 * ring.held);
     tile_done(t, acc);
   }
   return true;

@@ -62,6 +62,7 @@ struct CeBwdParams {
   const int* col_list = nullptr;      // [num_tiles, row tiles]: visited row tiles, ascending,
                                       // packed with their computed halves (pair_row_tile ...)
   const int* col_count = nullptr;     // [num_tiles]
+  const int* col_steps = nullptr;     // [num_tiles]: their computed halves (dC's K steps)
   const int* pair_rank = nullptr;     // [row tiles, num_tiles]: a visited pair's place in its tile
   const int* pair_first = nullptr;    // [num_tiles + 1]: the first pair of each tile
   const int* staged_first = nullptr;  // [num_tiles + 1]: the staged tiles before each tile

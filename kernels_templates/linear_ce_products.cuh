@@ -132,18 +132,6 @@ struct HalfSteps {
   __device__ __forceinline__ int row() const { return pair_row_tile(entry) * kTileRows + half * 64; }
 };
 
-// The number of HalfSteps over a tile's `count` visited pairs. Every thread calls it (it
-// synchronises the block).
-__device__ __forceinline__ int half_steps(const int* list, int count) {
-  int steps = 0;
-  for (int base = 0; base < count; base += blockDim.x) {
-    const int j = base + threadIdx.x;
-    const int halves = j < count ? pair_halves(list[j]) : 0;
-    steps += __syncthreads_count(halves & 1) + __syncthreads_count(halves >> 1 & 1);
-  }
-  return steps;
-}
-
 // dC of a vocabulary tile that no row tile visits and that holds no target correction: the
 // analytic smoothing term -eps/L sum_r g_r E_r (zero without it) in every row, columns
 // [d0, d0 + n), by all of the block's threads; 16-byte stores when the rows allow them.
@@ -380,7 +368,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   }
 
   // K steps: the computed halves of the visited pairs, in order (HalfSteps).
-  const int steps = half_steps(list, count);
+  const int steps = p.col_steps[tile];
   HalfSteps at(list, count);
   auto load = [&](u16* a_tile, u16* b_tile, int) {
     if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
