@@ -359,19 +359,65 @@ struct CePingpongCta {
   __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
 };
 
-// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta: acc[mi] =
-// (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both K-major at a_tile / b_tile.
-template <class Cta, bool kF16>
+// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta, after the
+// fence wgmma needs: acc[mi] = (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both
+// K-major at a_tile / b_tile, for the fragments mi in kFragments (bit mi; the others keep what
+// they held).
+template <class Cta, bool kF16, unsigned kFragments>
 __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
                                               bool accumulate) {
   typedef typename CeWgElem<kF16>::type T;
+  pin_acc(acc);
+  tjk::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int mi = 0; mi < Cta::kMI; ++mi)
-      tjk::Wgmma<Cta::kN>::template ss<T, 0, 0>(
-          acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
-          operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
+      if (kFragments >> mi & 1)  // constant once unrolled
+        tjk::Wgmma<Cta::kN>::template ss<T, 0, 0>(
+            acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
+            operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
+}
+
+// A set of m64 fragments (bit mi) as a type, for code specialised to it.
+template <unsigned kBits>
+struct FragmentSet {
+  static constexpr unsigned value = kBits;
+};
+
+// Every m64 fragment of a tile (gemm_loop_sm90_pingpong's default).
+struct AllFragments {
+  __device__ __forceinline__ unsigned operator()(int) const { return ~0u; }
+};
+
+// A computing warpgroup's place in a CePingpongCta's ring: the shared addresses of the stages
+// and barriers (gemm_loop_sm90_pingpong), the stage and pass of its next step, and the stage
+// it holds (-1: none).
+struct PingpongRing {
+  u32 smem_base, full0, empty0, turn0;
+  int s, pass, held;
+};
+
+// The K loop of one tile on computing warpgroup wg: `steps` steps of the fragments in kFragments,
+// each waiting for its stage and releasing the one before; after issuing the last products it
+// hands the turn to the other warpgroup. The last stage stays held (ring.held).
+template <class Cta, bool kF16, unsigned kFragments>
+__device__ __forceinline__ void pingpong_k_loop(typename Cta::Acc& acc, PingpongRing& ring,
+                                                int steps, int wg) {
+  constexpr u32 kStageBytes = Cta::kStageElems * 2;
+  for (int k = 0; k < steps; ++k) {
+    tjk::mbar_wait(ring.full0 + 8 * ring.s, ring.pass & 1);
+    // A tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
+    const u32 cur = ring.smem_base + ring.s * kStageBytes;
+    pingpong_step<Cta, kF16, kFragments>(acc, cur, cur + Cta::kAElems * 2, k != 0);
+    tjk::wgmma_commit();
+    if (k == steps - 1) tjk::mbar_arrive(ring.turn0 + 8 * (wg ^ 1));  // the other's turn
+    tjk::wgmma_wait<1>();  // step k - 1's products are done
+    pin_acc(acc);
+    if (ring.held >= 0) tjk::mbar_arrive(ring.empty0 + 8 * ring.held);
+    ring.held = ring.s;
+    if (++ring.s == Cta::kStages) ring.s = 0, ++ring.pass;
+  }
 }
 
 // The tile loop of a CePingpongCta (launched with its 384 threads), operands by TMA only: this
@@ -380,6 +426,9 @@ __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile
 // and arrives on the mbarrier `full` once with the bytes it expects; tile_done(tile, acc) runs on
 // the computing warpgroup that owns the tile (even tiles warpgroup 0, odd ones warpgroup 1).
 // Returns true on the computing threads, false on the loading ones, which are done.
+// fragments(tile) (computing threads, once per tile): the m64 fragments of the tile to compute
+// (bit mi); the others' accumulators hold stale values for tile_done to ignore, and load_tma
+// need not fill their rows of A.
 //
 // The ring (full[s] / empty[s], as gemm_loop_sm90_ws) is filled in tile order; a stage belongs to
 // the warpgroup of its tile, which releases it once the products reading it are done. Turns:
@@ -390,9 +439,10 @@ __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile
 // tile only after every stage of the tile before has landed), which mbar_wait requires.
 // Registers: setmaxnreg 24 for the loaders, 240 for the computing threads (24 * 128 + 240 * 256
 // = 168 * 384).
-template <class Cta, bool kF16, class LoadTma, class TileDone>
+template <class Cta, bool kF16, class LoadTma, class TileDone, class Fragments = AllFragments>
 __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, int steps,
-                                                        LoadTma load_tma, TileDone tile_done) {
+                                                        LoadTma load_tma, TileDone tile_done,
+                                                        Fragments fragments = Fragments()) {
   constexpr int S = Cta::kStages;
   constexpr u32 kStageBytes = Cta::kStageElems * 2;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S + 2];  // full, empty, turn
@@ -428,27 +478,22 @@ __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, in
   typename Cta::Acc acc;
   int turns = 0;
   for (int t = wg; t < tiles; t += 2) {
+    const unsigned computed = __shfl_sync(0xffffffffu, fragments(t), 0);  // warp-uniform
     if (t > 0) tjk::mbar_wait(turn0 + 8 * wg, turns++ & 1);
     const long long first = (long long)t * steps;  // the tile's first step in the ring's order
-    int s = static_cast<int>(first % S), pass = static_cast<int>(first / S), held = -1;
-    for (int k = 0; k < steps; ++k) {
-      tjk::mbar_wait(full0 + 8 * s, pass & 1);
-      pin_acc(acc);
-      tjk::wgmma_fence();
-      // A tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
-      const u32 cur = smem_base + s * kStageBytes;
-      pingpong_step<Cta, kF16>(acc, cur, cur + Cta::kAElems * 2, k != 0);
-      tjk::wgmma_commit();
-      if (k == steps - 1) tjk::mbar_arrive(turn0 + 8 * (wg ^ 1));  // the other's turn
-      tjk::wgmma_wait<1>();  // step k - 1's products are done
-      pin_acc(acc);
-      if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
-      held = s;
-      if (++s == S) s = 0, ++pass;
-    }
+    PingpongRing ring{smem_base, full0, empty0, turn0, static_cast<int>(first % S),
+                      static_cast<int>(first / S), -1};
+    // One K loop per fragment set, so no product is issued under a runtime condition (ptxas
+    // would fence every product then).
+    if (Cta::kMI == 2 && (computed & 3) == 1)
+      pingpong_k_loop<Cta, kF16, 1>(acc, ring, steps, wg);
+    else if (Cta::kMI == 2 && (computed & 3) == 2)
+      pingpong_k_loop<Cta, kF16, 2>(acc, ring, steps, wg);
+    else
+      pingpong_k_loop<Cta, kF16, ~0u>(acc, ring, steps, wg);
     tjk::wgmma_wait<0>();
     pin_acc(acc);
-    tjk::mbar_arrive(empty0 + 8 * held);
+    tjk::mbar_arrive(empty0 + 8 * ring.held);
     tile_done(t, acc);
   }
   return true;

@@ -59,12 +59,14 @@ struct CeBwdParams {
   const unsigned char* tile_class = nullptr;  // [row tiles, num_tiles]
   const int* row_list = nullptr;      // [row tiles, num_tiles]: visited vocab tiles, ascending
   const int* row_count = nullptr;     // [row tiles]
-  const int* col_list = nullptr;      // [num_tiles, row tiles]: visited row tiles, ascending
+  const int* col_list = nullptr;      // [num_tiles, row tiles]: visited row tiles, ascending,
+                                      // packed with their computed halves (pair_row_tile ...)
   const int* col_count = nullptr;     // [num_tiles]
+  const int* col_steps = nullptr;     // [num_tiles]: their computed halves (dC's K steps)
   const int* pair_rank = nullptr;     // [row tiles, num_tiles]: a visited pair's place in its tile
   const int* pair_first = nullptr;    // [num_tiles + 1]: the first pair of each tile
   const int* staged_first = nullptr;  // [num_tiles + 1]: the staged tiles before each tile
-  const int2* pair_list = nullptr;    // [pairs]: (tile, row tile)
+  const int2* pair_list = nullptr;    // [pairs]: (tile, row tile and halves: pair_row_tile ...)
   u16* grad = nullptr;                // G: the chunk's pairs' 128 x 128 blocks
   float* d_hidden = nullptr;          // [n_rows, dim] fp32 (original rows)
   long long d_hidden_stride = 0;
@@ -162,12 +164,12 @@ struct CeBwdMaps {
 
 // G's entries of one gradient tile from its logits: for each of this thread's accumulator entries
 // (rows Cta::row(mi, h) of the tile, row tile row0; columns Cta::col(ni) + e of vocabulary tile
-// positions lbase.. of segment S), store(r, ni, two entries packed) with 0 outside the rows and
-// the segment. The columns' weight rows (through the order) are looked up once, not per row.
+// positions lbase.. of segment S), store(r, ni, two entries packed) with 0 outside the rows, the
+// computed halves (bit h: rows [64 h, 64 h + 64); linear_ce_tiles.cuh) and the segment.
 template <class Prog, class Args, class Cta, bool kF16, bool kKl, class Acc, class Store>
 __device__ __forceinline__ void grad_tile_entries(const Args& args, const CeBwdParams& p,
                                                   const CeSegment& S, int s, int lbase, int row0,
-                                                  const Acc& acc, const Acc& teacher,
+                                                  int halves, const Acc& acc, const Acc& teacher,
                                                   Store store) {
   const CeRows& R = p.rows;
   // The hooks' constant parts once, after the products (no registers held across their loop);
@@ -185,7 +187,7 @@ __device__ __forceinline__ void grad_tile_entries(const Args& args, const CeBwdP
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = Cta::row(mi, h), k = row0 + r;
-      const bool row_ok = k < R.n_kept;
+      const bool row_ok = k < R.n_kept && (halves >> (r / 64) & 1);
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
       const GradRowTerms terms = grad_row_terms<kKl>(p, row_ok ? k : 0);
@@ -229,7 +231,7 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   const CeTeacher& T = p.kl.teacher;
   const int block = blockIdx.x;
   const int2 pair = p.pair_list[p.pair_first[p.chunk_first] + block];
-  const int tile = pair.x, rt = pair.y;
+  const int tile = pair.x, rt = pair_row_tile(pair.y);
   const int row0 = rt * kTileRows;
   const int s = tile_segment(L, tile);
   const CeSegment& S = L.seg[s];
@@ -272,7 +274,7 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
     gemm_loop<Cta, kF16, true, true>(smem, ksteps, 1 << 30, load, KeepAccumulators(), acc);
   }
   grad_tile_entries<Prog, Args, Cta, kF16, kKl>(
-      args, p, S, s, lbase, row0, acc, teacher, [&](int r, int ni, u32 v) {
+      args, p, S, s, lbase, row0, pair_halves(pair.y), acc, teacher, [&](int r, int ni, u32 v) {
         *reinterpret_cast<u32*>(stage + r * kStageStride + Cta::col(ni)) = v;
       });
   __syncthreads();
@@ -304,24 +306,26 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   const int tiles = b < pairs ? (pairs - b + grid - 1) / grid : 0;
   const int ksteps = (p.rows.dim + Cta::kK - 1) / Cta::kK;
   // The loader's view of its current tile: the rows of its operands' boxes.
-  int loaded = -1, hidden_row = 0, weight_row = 0;
+  int loaded = -1, hidden_row = 0, weight_row = 0, halves = 0;
   const tjk::TmaDescriptor* weight_map = nullptr;
   auto load_tma = [&](u32 stage, u32 full, int t, int k) {
     if (t != loaded) {
       const int2 pair = p.pair_list[first + b + t * grid];
       const CeSegment& S = L.seg[tile_segment(L, pair.x)];
       const int s = tile_segment(L, pair.x);
-      hidden_row = pair.y * kTileRows;
+      hidden_row = pair_row_tile(pair.y) * kTileRows;
+      halves = pair_halves(pair.y);
       weight_map = S.order ? &maps.staged : &maps.weight[s];
       weight_row = S.order ? chunk_staged_tile(p, pair.x) * kTileIds
                            : (pair.x - S.first_tile) * kTileIds;
       loaded = t;
     }
-    const int k0 = k * Cta::kK;
-    tjk::mbar_arrive_expect_tx(full, Cta::kStageElems * 2);
+    const int k0 = k * Cta::kK;  // A: the computed halves' rows only
+    tjk::mbar_arrive_expect_tx(full, (__popc(halves) * 64 + kTileIds) * kRowBytes);
 #pragma unroll
-    for (int j = 0; j < kTileRows / 64; ++j)
-      tjk::tma_load_2d(stage + j * 64 * kRowBytes, &maps.hidden, k0, hidden_row + 64 * j, full);
+    for (int j = 0; j < kHalves; ++j)
+      if (halves >> j & 1)
+        tjk::tma_load_2d(stage + j * 64 * kRowBytes, &maps.hidden, k0, hidden_row + 64 * j, full);
     const u32 b_tile = stage + Cta::kAElems * 2;
 #pragma unroll
     for (int j = 0; j < kTileIds / 64; ++j)
@@ -341,7 +345,8 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
     if (storer) tjk::bulk_wait_group_read<0>();
     tjk::named_barrier_sync(2 + wg, 128);
     grad_tile_entries<Prog, Args, Cta, kF16, false>(
-        args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair.y * kTileRows, acc, acc,
+        args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
+        pair_halves(pair.y), acc, acc,
         [&](int r, int ni, u32 v) {
           const u32 chunk = (ni & 7) ^ (r & 7);
           *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (kTileRows * kRowBytes) + r * kRowBytes +
@@ -360,7 +365,11 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
       tjk::bulk_commit_group();
     }
   };
-  if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done)) return;
+  static_assert(Cta::kMI == kHalves, "one m64 fragment per half of the row tile");
+  auto fragments = [&](int t) { return unsigned(pair_halves(p.pair_list[first + b + t * grid].y)); };
+  if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done,
+                                          fragments))
+    return;
   if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }
 

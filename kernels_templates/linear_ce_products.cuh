@@ -109,6 +109,29 @@ __device__ __forceinline__ bool tile_holds_corrections(const CeBwdParams& p, int
   return __syncthreads_or(mine);
 }
 
+// dC's K steps over a vocabulary tile's visited pairs (col_list order): each pair's computed
+// 64-row halves (linear_ce_tiles.cuh), walked in order by whoever loads them; the next pair's
+// entry is read one pair ahead. Every visited pair has a computed half.
+struct HalfSteps {
+  const int* list;
+  int count, j = -1, half = 0, entry = 0, next = 0;
+  __device__ HalfSteps(const int* list, int count) : list(list), count(count) {
+    if (count > 0) next = list[0];
+  }
+  // Moves to the next step: pair j (its block and rows), half `half`.
+  __device__ __forceinline__ void advance() {
+    if (j >= 0 && half == 0 && (pair_halves(entry) >> 1 & 1)) {
+      half = 1;
+      return;
+    }
+    entry = next;
+    half = pair_halves(entry) & 1 ? 0 : 1;
+    if (++j + 1 < count) next = list[j + 1];
+  }
+  // The step's first row of E (kept rows).
+  __device__ __forceinline__ int row() const { return pair_row_tile(entry) * kTileRows + half * 64; }
+};
+
 // dC of a vocabulary tile that no row tile visits and that holds no target correction: the
 // analytic smoothing term -eps/L sum_r g_r E_r (zero without it) in every row, columns
 // [d0, d0 + n), by all of the block's threads; 16-byte stores when the rows allow them.
@@ -344,13 +367,16 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     return;
   }
 
-  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+  // K steps: the computed halves of the visited pairs, in order (HalfSteps).
+  const int steps = p.col_steps[tile];
+  HalfSteps at(list, count);
+  auto load = [&](u16* a_tile, u16* b_tile, int) {
     if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
-    int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+    at.advance();
+    const int k0 = at.row();
     load_mnmajor<kTileIds, Cta::kLoadThreads>(
         a_tile,
-        CeOperand{p.grad + grad_block_row(block0 + (step >> 1), (step & 1) * 64), kTileIds, 64,
-                  kTileIds},
+        CeOperand{p.grad + grad_block_row(block0 + at.j, at.half * 64), kTileIds, 64, kTileIds},
         Cta::load_thread());
     load_mnmajor<Cta::kN, Cta::kLoadThreads>(
         b_tile,
@@ -358,13 +384,14 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
         Cta::load_thread());
   };
   // The Hopper loop's TMA boxes of a step: G^T's two 64-column panels and E's four.
-  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    const int k0 = list[step >> 1] * kTileRows + (step & 1) * 64;
+  auto load_boxes = [&](u32 a_tile, u32 full, int) {
+    at.advance();
+    const int k0 = at.row();
     tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
 #pragma unroll
     for (int j = 0; j < kTileIds / 64; ++j)
       tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, 64 * j,
-                       (block0 + (step >> 1)) * kTileRows + (step & 1) * 64, full);
+                       (block0 + at.j) * kTileRows + at.half * 64, full);
     const u32 b_tile = a_tile + Cta::kAElems * 2;
 #pragma unroll
     for (int j = 0; j < Cta::kN / 64; ++j)
@@ -373,7 +400,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   typename Cta::Acc acc;
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
   // A loading warpgroup is done when the loop returns false.
-  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(),
+  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, steps, 1 << 30, load, KeepAccumulators(),
                                              acc, load_boxes, /*tma_only=*/true))
     return;
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden

@@ -11,6 +11,21 @@ namespace tilejit_ce {
 // Classes of (row tile, vocabulary tile) pairs (bits).
 constexpr unsigned char kTileHot = 1;          // visited: recomputed and multiplied
 constexpr unsigned char kTileHoldsTarget = 2;  // holds the target of a row of the row tile
+// Of a visited pair, which 64-row halves are computed (bit kHalfShift + h: rows [64 h, 64 h + 64)
+// of the row tile): those where some row is hot, and those holding a target of one of their rows
+// (so a target's entry is in G exactly when its pair is visited, as without halves). A half that
+// is not computed is zero in G: the gradient tiles skip its products and dC its K steps.
+constexpr int kHalfShift = 2;
+constexpr int kHalves = kTileRows / 64;  // two
+constexpr int kAllHalves = (1 << kHalves) - 1;
+
+// A visited pair as col_list and pair_list hold it: its row tile, and its computed halves in the
+// bits from kPairHalvesShift.
+constexpr int kPairHalvesShift = 24;
+__device__ __forceinline__ int pair_row_tile(int packed) {
+  return packed & ((1 << kPairHalvesShift) - 1);
+}
+__device__ __forceinline__ int pair_halves(int packed) { return packed >> kPairHalvesShift; }
 
 // Grid (n_rows): g_r for kept rows; ignored rows of dE are zeroed (they get no gradient).
 __device__ __forceinline__ void linear_ce_row_grad(const int* slot, const float* upstream,
@@ -67,6 +82,8 @@ __device__ __forceinline__ bool tile_is_hot(const CeClassifyParams& q, int t, in
 
 // Grid (row tiles, ceil(num_tiles / 64)), 128 threads: one thread per row of the row tile.
 __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
+  static_assert(kTileRows == 128 && kHalves == 2, "two warps per half");
+  __shared__ unsigned warp_flags[4];  // per warp: bit 0 some row hot, bit 1 some row's target
   int rt = blockIdx.x, k = rt * kTileRows + threadIdx.x;
   bool ok = k < q.n_kept;
   float lse = ok ? q.lse[k] : 0.f;
@@ -74,13 +91,23 @@ __device__ __forceinline__ void linear_ce_classify(const CeClassifyParams& q) {
   float teacher = ok && q.teacher_tile_max ? q.teacher_lse[k] : 0.f;
   int ttile = ok ? id_tile(q.layout, q.targets[q.kept[k]]) : -1;
   int t0 = blockIdx.y * 64, t1 = min(q.layout.num_tiles, t0 + 64);
+  const int warp = threadIdx.x >> 5;
   for (int t = t0; t < t1; ++t) {
     bool hot = q.tile_max == nullptr || (ok && tile_is_hot(q, t, k, lse, tempered, teacher));
-    int any_hot = __syncthreads_or(hot);
-    int any_tgt = __syncthreads_or(ttile == t);
-    if (threadIdx.x == 0)
-      q.tile_class[(long long)rt * q.layout.num_tiles + t] =
-          (any_hot ? kTileHot : 0) | (any_tgt ? kTileHoldsTarget : 0);
+    const unsigned hot_rows = __ballot_sync(0xffffffffu, hot);
+    const unsigned tgt_rows = __ballot_sync(0xffffffffu, ttile == t);
+    if ((threadIdx.x & 31) == 0) warp_flags[warp] = (hot_rows != 0) | (tgt_rows != 0) << 1;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned half_hot = 0, half_tgt = 0;
+      for (int w = 0; w < 4; ++w) {
+        half_hot |= (warp_flags[w] & 1) << (w / 2);
+        half_tgt |= (warp_flags[w] >> 1 & 1) << (w / 2);
+      }
+      const unsigned char c = half_hot ? kTileHot | (half_hot | half_tgt) << kHalfShift : 0;
+      q.tile_class[(long long)rt * q.layout.num_tiles + t] = c | (half_tgt ? kTileHoldsTarget : 0);
+    }
+    __syncthreads();  // warp_flags consumed
   }
 }
 
@@ -99,20 +126,25 @@ __device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_cl
   if (threadIdx.x == 0) row_count[rt] = base;
 }
 
-// One thread per vocabulary tile: its visited row tiles, ascending, and each one's rank there
+// One thread per vocabulary tile: its visited row tiles, ascending (packed with their computed
+// halves: pair_row_tile, pair_halves), their number of computed halves, and each one's rank there
 // (pair_rank[rt, tile]: the pair's place among the tile's, read only for visited pairs).
 __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class, int num_tiles,
                                                     int num_row_tiles, int* col_list,
-                                                    int* col_count, int* pair_rank) {
+                                                    int* col_count, int* col_steps,
+                                                    int* pair_rank) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
-  int n = 0;
+  int n = 0, halves = 0;
   for (int rt = 0; rt < num_row_tiles; ++rt)
-    if (tile_class[(long long)rt * num_tiles + t] & kTileHot) {
+    if (const unsigned char c = tile_class[(long long)rt * num_tiles + t]; c & kTileHot) {
       pair_rank[(long long)rt * num_tiles + t] = n;
-      col_list[(long long)t * num_row_tiles + n++] = rt;
+      col_list[(long long)t * num_row_tiles + n++] =
+          rt | (c >> kHalfShift & kAllHalves) << kPairHalvesShift;
+      halves += __popc(c >> kHalfShift & kAllHalves);
     }
   col_count[t] = n;
+  col_steps[t] = halves;
 }
 
 // The visited pairs, numbered tile by tile (linear_ce_bwd.cuh "G"). One block of 1024 threads:
@@ -144,7 +176,8 @@ __device__ __forceinline__ void linear_ce_pair_offsets(const CeLayout& L, const 
   }
 }
 
-// One thread per vocabulary tile: pair_list[pair] = (tile, row tile) for each of its pairs.
+// One thread per vocabulary tile: pair_list[pair] = (tile, row tile packed with its computed
+// halves) for each of its pairs.
 __device__ __forceinline__ void linear_ce_pair_list(const int* col_list, const int* col_count,
                                                     const int* pair_first, int num_tiles,
                                                     int num_row_tiles, int2* pair_list) {
@@ -202,8 +235,9 @@ __global__ void __launch_bounds__(256)
 }
 __global__ void linear_ce_col_lists_kernel(const unsigned char* tile_class, int num_tiles,
                                            int num_row_tiles, int* col_list, int* col_count,
-                                           int* pair_rank) {
-  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count, pair_rank);
+                                           int* col_steps, int* pair_rank) {
+  linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count, col_steps,
+                      pair_rank);
 }
 __global__ void __launch_bounds__(1024)
     linear_ce_pair_offsets_kernel(const __grid_constant__ CeLayout L, const int* col_count,

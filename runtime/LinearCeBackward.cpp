@@ -144,6 +144,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
   p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
+  p.col_steps = static_cast<int32_t*>(bwd(ws.col_steps));
   p.pair_rank = static_cast<int32_t*>(bwd(ws.pair_rank));
   p.pair_first = static_cast<int32_t*>(bwd(ws.pair_first));
   p.staged_first = static_cast<int32_t*>(bwd(ws.staged_first));
@@ -162,7 +163,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
         {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
     run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
-        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count, p.pair_rank);
+        stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count, p.col_steps,
+        p.pair_rank);
     run(K.function(LossModule::Rows, "linear_ce_pair_offsets"), {1}, {1024}, 0, stream, visit,
         p.col_count, int32_t{sm90_products}, p.pair_first, p.staged_first);
     run(K.function(LossModule::Rows, "linear_ce_pair_list"), {blocks(num_tiles, 128)}, {128}, 0,

@@ -46,7 +46,7 @@ struct LinearCeWorkspace {
   WorkspaceSlice teacher_hidden_kept, kl_parts, tempered_lse, teacher_lse, teacher_target_logit,
       teacher_tile_max;
   // backward (its G blocks and staged weight rows are a buffer of their own: CeBackwardPlan)
-  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, pair_rank,
+  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, col_steps, pair_rank,
       pair_first, staged_first, pair_list, colsum_partial, weight_colsum, hidden_wsum, grad_sum,
       target_grad, target_slot;
   int64_t total_bytes = 0;

@@ -76,7 +76,7 @@ inline constexpr size_t kCeMergeParamsBytes = 152;
 // linear_ce_merge's blocks: kCeMergeRows rows x kCeMergeThreads threads (asserted likewise)
 inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 inline constexpr size_t kCeClassifyParamsBytes = 424;
-inline constexpr size_t kCeBwdParamsBytes = 968;
+inline constexpr size_t kCeBwdParamsBytes = 976;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
 // CeFwdWsCta: the Hopper loop's forward on sm_90a

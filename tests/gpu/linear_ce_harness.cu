@@ -316,6 +316,7 @@ struct Runner {
     p.row_count = slice<int>(base, ws.row_count);
     p.col_list = slice<int>(base, ws.col_list);
     p.col_count = slice<int>(base, ws.col_count);
+    p.col_steps = slice<int>(base, ws.col_steps);
     linear_ce_row_lists_kernel<<<ws.row_tiles, 256>>>(c.tile_class, layout.num_tiles,
                                                       slice<int>(base, ws.row_list),
                                                       slice<int>(base, ws.row_count));
@@ -325,7 +326,8 @@ struct Runner {
     p.pair_list = slice<int2>(base, ws.pair_list);
     linear_ce_col_lists_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
         c.tile_class, layout.num_tiles, ws.row_tiles, slice<int>(base, ws.col_list),
-        slice<int>(base, ws.col_count), slice<int>(base, ws.pair_rank));
+        slice<int>(base, ws.col_count), slice<int>(base, ws.col_steps),
+        slice<int>(base, ws.pair_rank));
     linear_ce_pair_offsets_kernel<<<1, 1024>>>(visit, p.col_count, int(g_sm90_loop),
                                                slice<int>(base, ws.pair_first),
                                                slice<int>(base, ws.staged_first));
