@@ -482,13 +482,20 @@ struct Runner {
   }
 
   // Fractions of (row tile, vocabulary tile) pairs the last backward visited (hot) and that
-  // hold only targets (applied as sparse corrections, not visited).
-  std::pair<double, double> tile_fractions() {
+  // hold only targets (applied as sparse corrections, not visited), and of their 64-row halves
+  // that it computed.
+  struct TileFractions {
+    double hot, tgt, halves;
+  };
+  TileFractions tile_fractions() {
     std::vector<unsigned char> cls(size_t(ws.row_tiles) * layout.num_tiles);
     CK(cudaMemcpy(cls.data(), base + ws.tile_class.offset, cls.size(), cudaMemcpyDeviceToHost));
-    double hot = 0, tgt = 0;
-    for (unsigned char c : cls) hot += (c & kTileHot) != 0, tgt += c == kTileHoldsTarget;
-    return {hot / cls.size(), tgt / cls.size()};
+    double hot = 0, tgt = 0, halves = 0;
+    for (unsigned char c : cls) {
+      hot += (c & kTileHot) != 0, tgt += c == kTileHoldsTarget;
+      halves += __builtin_popcount((c >> kHalfShift) & kAllHalves);
+    }
+    return {hot / cls.size(), tgt / cls.size(), halves / (kHalves * double(cls.size()))};
   }
 };
 

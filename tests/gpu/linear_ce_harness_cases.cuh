@@ -189,7 +189,10 @@ int check_case(const CheckCase& c) {
       run.forward();
       run.backward();
       CK(cudaDeviceSynchronize());
-      if (rep == 0) std::tie(hot, tgt) = run.tile_fractions();
+      if (rep == 0) {
+        const auto f = run.tile_fractions();
+        hot = f.hot, tgt = f.tgt;
+      }
       std::vector<float> dh = to_host(P.d_hidden, size_t(n) * d), dw;
       for (auto& s : P.segs) {
         auto v = to_host(s.d_weight, size_t(s.size) * d);
@@ -322,7 +325,7 @@ float median_ms(int reps, F f) {
 struct TimeRow {
   std::string name, kind, order;
   float thr, fwd, bwd, fb, order_ms;
-  double surviving, hot, tgt, err_dh, err_dw, err_loss, vs_exact, tflops, extra_gb;
+  double surviving, hot, tgt, halves, err_dh, err_dw, err_loss, vs_exact, tflops, extra_gb;
   bool kept_order, paused;
 };
 
@@ -382,7 +385,8 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
               mode.order == Order::Natural ? 0.f : median_ms(5, [&] { run.build_order(); });
           r.surviving = run.surviving;
           r.kept_order = run.kept_order;
-          std::tie(r.hot, r.tgt) = run.tile_fractions();
+          const auto f = run.tile_fractions();
+          r.hot = f.hot, r.tgt = f.tgt, r.halves = f.halves;
           if (r.surviving < 0) r.surviving = r.hot;  // natural order: the classes say it
           // A reusable order that left nearly every tile alive pauses filtering until its next
           // rebuild (runtime/VocabOrder.h): between rebuilds a training loop runs the exact path.
@@ -421,14 +425,15 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
           std::printf(
               "{\"case\":\"%s\",\"loop\":\"%s\",\"data\":\"%s\",\"mode\":\"%s\",\"N\":%d,\"kept\":%d,\"D\":%d,"
               "\"V\":%.0f,\"softcap\":%g,\"threshold\":%g,\"surviving_fraction\":%.4f,"
-              "\"kept_order\":%s,\"paused\":%s,\"target_only_fraction\":%.4f,\"order_ms\":%.3f,"
+              "\"kept_order\":%s,\"paused\":%s,\"target_only_fraction\":%.4f,"
+              "\"computed_halves_fraction\":%.4f,\"order_ms\":%.3f,"
               "\"fwd_ms\":%.3f,"
               "\"bwd_ms\":%.3f,\"fwd_bwd_ms\":%.3f,\"fwd_bwd_vs_exact\":%.3f,\"fwd_tflops\":%.1f,"
               "\"extra_bytes\":%lld,\"loss\":%.6f,\"err_loss\":%.2e,\"err_dE\":%.2e,"
               "\"err_dC\":%.2e,\"plan\":\"%s\"}\n",
               tc.name, loop_name(), kind.c_str(), mode.name, tc.n, run.n_kept, tc.d, live, tc.cap,
               mode.threshold, r.surviving, r.kept_order ? "true" : "false",
-              r.paused ? "true" : "false", r.tgt, r.order_ms, r.fwd, r.bwd, r.fb, r.vs_exact,
+              r.paused ? "true" : "false", r.tgt, r.halves, r.order_ms, r.fwd, r.bwd, r.fb, r.vs_exact,
               r.tflops, (long long)run.extra_bytes(), loss, r.err_loss, r.err_dh, r.err_dw,
               tilejit::describe(run.ws).c_str());
           std::fflush(stdout);
@@ -439,13 +444,13 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
       P.free_all();
     }
   }
-  std::printf("\n%-13s %-6s %-8s %8s %6s %8s %8s %8s %8s %7s %8s %8s %8s\n", "case", "data", "mode",
-              "survive", "order", "prep ms", "fwd ms", "bwd ms", "f+b ms", "/exact", "errLoss",
+  std::printf("\n%-13s %-6s %-8s %8s %7s %6s %8s %8s %8s %8s %7s %8s %8s %8s\n", "case", "data",
+              "mode", "survive", "halves", "order", "prep ms", "fwd ms", "bwd ms", "f+b ms", "/exact", "errLoss",
               "errdE", "errdC");
   int slower = 0;
   for (auto& r : rows) {
-    std::printf("%-13s %-6s %-8s %8.3f %6s %8.2f %8.2f %8.2f %8.2f %7.3f %8.1e %8.1e %8.1e\n",
-                r.name.c_str(), r.kind.c_str(), r.order.c_str(), r.surviving,
+    std::printf("%-13s %-6s %-8s %8.3f %7.3f %6s %8.2f %8.2f %8.2f %8.2f %7.3f %8.1e %8.1e %8.1e\n",
+                r.name.c_str(), r.kind.c_str(), r.order.c_str(), r.surviving, r.halves,
                 r.order != "ordered" ? "-"
                 : r.paused           ? "paused"
                 : r.kept_order       ? "kept"
@@ -456,5 +461,6 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
   std::printf("filtered fwd+bwd more than 2%% slower than exact: %d configuration(s)\n", slower);
   std::printf(
       "(prep ms: pre-pass, sort and upload of an order, paid on the forwards that rebuild "
-      "it; survive: the fraction measured before any pause)\n");
+      "it; survive: the fraction measured before any pause; halves: the fraction of 64-row "
+      "halves of the (row tile, vocabulary tile) grid computed)\n");
 }
