@@ -208,6 +208,23 @@ __device__ __forceinline__ void gemm_loop_sm90(u16* smem, int steps, int steps_p
   __syncthreads();
 }
 
+// gemm_loop_sm90_ws's default: no step skipped.
+struct SkipNone {
+  static constexpr bool kNever = true;
+  __device__ __forceinline__ bool operator()(int) const { return false; }
+};
+// Steps skipped where f(step) says so.
+template <class F>
+struct SkipWhen {
+  static constexpr bool kNever = false;
+  F f;
+  __device__ __forceinline__ bool operator()(int step) const { return f(step); }
+};
+template <class F>
+__device__ __forceinline__ SkipWhen<F> skip_when(F f) {
+  return {f};
+}
+
 // What loading thread 0 issues by TMA for a stage of a warp-specialised loop, before every loading
 // thread's cp.async copies (`load`): called with the stage's A tile and full barrier (shared
 // addresses) and the step, it arrives on the barrier once, with the bytes it expects. NoTmaLoad
@@ -252,13 +269,19 @@ struct LoadsByTma<NoTmaLoad> {
 // loaders' per-step work slows the computing warps (the Gemma-2 forward under ncu: 16.5 ms with
 // every loader in the loop, 14.7 ms with one), and the computing warps skip the proxy fence,
 // which only copies through the generic proxy need.
+//
+// skip(step) (computing threads; SkipNone: never): whether this thread's warpgroup skips the
+// step's products (its rows of A are zero there): it waits for the stage and releases it at
+// once (and the stage of its last products, once they are done: the loader may need it before
+// the warpgroup issues again). Only for a single output tile (steps_per_tile >= steps): a
+// warpgroup that skips every step gets zero accumulators.
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone,
-          class LoadTma = NoTmaLoad>
+          class LoadTma = NoTmaLoad, class Skip = SkipNone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int steps_per_tile,
                                                   Load load, TileDone tile_done,
                                                   typename Cta::Acc& acc,
                                                   LoadTma load_tma = LoadTma(),
-                                                  bool tma_only = false) {
+                                                  bool tma_only = false, Skip skip = Skip()) {
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
@@ -292,21 +315,37 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   tjk::setmaxnreg_inc<224>();
   int s = 0, pass = 0, k = 0;  // stage, pass over the ring, step within the output tile
-  int held = -1;               // the stage of step - 1, still to be released
+  int held = -1;               // the stage of the last step issued, still to be released
+  bool issued = false;         // some step's products issued (Skip)
   for (int step = 0; step < steps; ++step) {
     tjk::mbar_wait(full0 + 8 * s, pass & 1);
+    if constexpr (!Skip::kNever) {
+      if (__shfl_sync(0xffffffffu, int(skip(step)), 0)) {  // warp-uniform
+        if (held >= 0) {  // the loader may need it before this warpgroup issues again
+          tjk::wgmma_wait<0>();
+          pin_acc(acc);
+          tjk::mbar_arrive(empty0 + 8 * held);
+          held = -1;
+        }
+        tjk::mbar_arrive(empty0 + 8 * s);
+        if (++s == S) s = 0, ++pass;
+        continue;
+      }
+    }
     // Copies through the generic proxy need the fence before wgmma reads them; TMA's don't.
     if (!tma_only) tjk::fence_proxy_async_shared();
     const u32 cur = smem_base + s * (Cta::kStageElems * 2);
     pin_acc(acc);
     tjk::wgmma_fence();
     // An output tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
-    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2, k != 0);
+    wgmma_step<Cta, kF16, kAKMajor, kBKMajor>(acc, cur, cur + Cta::kAElems * 2,
+                                              Skip::kNever ? k != 0 : issued);
     tjk::wgmma_commit();
-    tjk::wgmma_wait<1>();  // step - 1's products are done
+    tjk::wgmma_wait<1>();  // the last issued step's products are done
     pin_acc(acc);
     if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
     held = s;
+    issued = true;
     if (++k == steps_per_tile) {
       tjk::wgmma_wait<0>();
       pin_acc(acc);
@@ -319,10 +358,11 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   tjk::wgmma_wait<0>();
   pin_acc(acc);
+  if (!Skip::kNever && held >= 0) tjk::mbar_arrive(empty0 + 8 * held);  // (its stage is free)
   // Without a step nothing wrote the accumulators, which callers reading them after the loop
   // (the products) take as zero. (Zeroing them before the loop instead makes ptxas serialise the
   // products: a non-wgmma definition inside the pipeline.)
-  if (steps == 0) zero_acc(acc);
+  if (Skip::kNever ? steps == 0 : !issued) zero_acc(acc);
   // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
   tjk::named_barrier_sync(1, Cta::kComputeThreads);
   return true;
@@ -503,14 +543,14 @@ __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, in
 // gemm_loop otherwise. Returns false on threads that only load (CeWsCta), which are done. Only
 // the warp-specialised loop calls load_tma; the others' `load` copies both operands.
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class TileDone,
-          class LoadTma = NoTmaLoad>
+          class LoadTma = NoTmaLoad, class Skip = SkipNone>
 __device__ __forceinline__ bool ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
                                              TileDone tile_done, typename Cta::Acc& acc,
                                              LoadTma load_tma = LoadTma(),
-                                             bool tma_only = false) {
+                                             bool tma_only = false, Skip skip = Skip()) {
   if constexpr (Cta::kWarpSpecialized) {
-    return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load,
-                                                            tile_done, acc, load_tma, tma_only);
+    return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(
+        smem, steps, steps_per_tile, load, tile_done, acc, load_tma, tma_only, skip);
   } else if constexpr (Cta::kWgmma) {
     gemm_loop_sm90<Cta, kF16, kAKMajor, kBKMajor>(smem, steps, steps_per_tile, load, tile_done,
                                                   acc);

@@ -227,7 +227,8 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   __shared__ int tiles[1024];   // the chunk's visited tiles of this row tile, in order
-  __shared__ int blocks[1024];  // ... and their blocks of G
+  __shared__ int blocks[1024];  // ... their blocks of G
+  __shared__ unsigned char halves[1024];  // ... and their computed halves (linear_ce_tiles.cuh)
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
@@ -261,6 +262,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     const int tile = list[a + i];
     tiles[i] = tile;
     blocks[i] = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
+    halves[i] = pair_halves(p.pair_list[p.pair_first[p.chunk_first] + blocks[i]].y);
   }
   __syncthreads();
 
@@ -300,8 +302,14 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   };
   typename Cta::Acc acc;
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
+  // On the warp-specialised loop warpgroup g (rows [64 g, 64 g + 64): half g) skips the tiles
+  // whose half g is zero in G.
+  if constexpr (Cta::kWarpSpecialized)
+    static_assert(Cta::kWgRows == 64, "a computing warpgroup per half");
+  const auto skip =
+      skip_when([&](int step) { return !(halves[step >> 1] >> (threadIdx.x >> 7) & 1); });
   if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc,
-                                            load_boxes, /*tma_only=*/true))
+                                            load_boxes, /*tma_only=*/true, skip))
     return;  // a loading warpgroup: done
   // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
   // new region (see linear_ce_grad).
