@@ -21,8 +21,10 @@
 // target alone never makes a tile survive: a tile survives only if its probabilities do.
 // Halves: within a visited pair, a 64-row half with no hot row and no target of its rows is not
 // computed (linear_ce_tiles.cuh kHalfShift): its rows of G are zero, the gradient tiles skip its
-// products and operand rows and dC its K steps (dE still multiplies the whole block). On zipf
-// data with a vocabulary order this leaves ~4/5 of a visited pair's halves to compute.
+// products and operand rows, dC its K steps, and on the Hopper loop dE's warpgroup of that half
+// its products (the portable loops multiply the zeros). On zipf data with a vocabulary order
+// about three quarters of a visited pair's halves are computed (H200 harness: Gemma-2 13.4% of
+// all halves against 18.3% of pairs, Llama-3 26.1% against 35.1%).
 // The uniform smoothing term -eps/L is handled analytically when logit_mod is the identity
 // (dE_r -= g_r eps/L sum_v C_v, dC_v -= eps/L sum_r g_r E_r), so it never keeps a tile alive;
 // with another logit_mod it is part of every visited tile, and filtering should be off.

@@ -14,7 +14,8 @@ constexpr unsigned char kTileHoldsTarget = 2;  // holds the target of a row of t
 // Of a visited pair, which 64-row halves are computed (bit kHalfShift + h: rows [64 h, 64 h + 64)
 // of the row tile): those where some row is hot, and those holding a target of one of their rows
 // (so a target's entry is in G exactly when its pair is visited, as without halves). A half that
-// is not computed is zero in G: the gradient tiles skip its products and dC its K steps.
+// is not computed is zero in G: the gradient tiles skip its products, dC its K steps and dE (on
+// the Hopper loop) its warpgroup's products.
 constexpr int kHalfShift = 2;
 constexpr int kHalves = kTileRows / 64;  // two
 constexpr int kAllHalves = (1 << kHalves) - 1;

@@ -90,9 +90,11 @@
 // to a program without a `kl` term is a UserError, and so is a `kl` program without one.
 //
 // Tile loop. The inner GEMM loop of the forward, of the backward's gradient tiles and of its dE /
-// dC products is the Hopper one (wgmma on the same cp.async pipeline,
-// kernels_templates/ce_wgmma.cuh) in modules compiled for sm_90a, the portable one (mma.sync) for
-// every other target: the same module source selects it at compile time. TILEJIT_CE_LOOP=portable
+// dC products is the Hopper one (wgmma, operands by TMA from a warpgroup that only loads; the
+// gradient tiles a persistent CTA whose two computing warpgroups take turns, so one's epilogue
+// runs under the other's products; kernels_templates/ce_wgmma.cuh) in modules compiled for
+// sm_90a, the portable one (mma.sync, cp.async) for every other target: the same module source
+// selects it at compile time. TILEJIT_CE_LOOP=portable
 // forces the portable loop on sm_90a too (for comparison; =sm90 is the default). Read once per
 // process; any other value is a UserError. The choice is part of those modules' source, so cached
 // modules of either loop coexist. A KL program's forward and gradient-tile kernels run the
