@@ -220,8 +220,11 @@ struct CeProductCtaOf<true> {
 
 // The products' TMA boxes: CeBwdMaps (linear_ce_bwd.cuh).
 
-// Grid (row tiles, ceil(dim / 256)): dE for the chunk's visited tiles of this row tile.
-// CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for dweight.
+// Grid (ceil(dim / 256), row tiles): dE for the chunk's visited tiles of this row tile. The dim
+// tiles of a row tile are neighbours in the launch order, so they read its blocks of G (which
+// the chunk's whole G, up to 512 MiB, cannot keep in L2) while the first one's reads are still
+// in L2. CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for
+// dweight.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
@@ -232,7 +235,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int rt = blockIdx.x, d0 = blockIdx.y * Cta::kN;
+  const int rt = blockIdx.y, d0 = blockIdx.x * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
   if (threadIdx.x == 0) {  // the chunk's part of the ascending list
     int n = p.row_count[rt], lo = 0, hi = n;
@@ -353,15 +356,15 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     }
 }
 
-// Grid (chunk tiles, ceil(dim / 256)): dC for one vocabulary tile, written once (plus its target
-// corrections).
+// Grid (ceil(dim / 256), chunk tiles): dC for one vocabulary tile, written once (plus its target
+// corrections); a tile's dim tiles neighbours in the launch order, as in dhidden.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int ct = blockIdx.x, tile = p.chunk_first + ct, d0 = blockIdx.y * Cta::kN;
+  const int ct = blockIdx.y, tile = p.chunk_first + ct, d0 = blockIdx.x * Cta::kN;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;

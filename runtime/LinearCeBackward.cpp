@@ -329,9 +329,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     }
     // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
     if (ch.pairs > 0 || p.first_chunk)
-      run(dhidden, {static_cast<unsigned>(row_tiles), dtiles}, threads, product_smem, stream, p,
+      run(dhidden, {dtiles, static_cast<unsigned>(row_tiles)}, threads, product_smem, stream, p,
           maps);
-    run(dweight, {chunk, dtiles}, threads, product_smem, stream, p, maps);
+    run(dweight, {dtiles, chunk}, threads, product_smem, stream, p, maps);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }
   return g;

@@ -46,6 +46,10 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     live += v;
   }
   const int64_t nk = std::max<int64_t>(s.n_kept, 1);
+  // The backward's products launch a grid row of CTAs per row tile (at most 65,535 rows).
+  if (ceil_div(nk, LinearCeWorkspace::kTileRows) > 65535)
+    throw std::invalid_argument(
+        "linear CE: at most 8,388,480 kept rows per call (65,535 tiles of 128); split the batch");
   ws.row_tiles = int(ceil_div(nk, LinearCeWorkspace::kTileRows));
   ws.fwd_row_tiles =
       int(ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,21 @@ void expect_valid_plan(const CeBackwardPlan& plan, const std::vector<int32_t>& p
   EXPECT_EQ(next, pairs.size());
   EXPECT_EQ(plan.buffer_bytes, largest);
   EXPECT_EQ(plan.max_pairs, most_pairs);
+}
+
+// The products' launch grid holds at most 65,535 row tiles: one more kept row than they cover
+// is refused with a clear error, the largest count they cover is planned.
+TEST(LinearCeWorkspace, KeptRowsBeyondTheLaunchGridAreRefused) {
+  LinearCeShape s = gemma_like();
+  s.n_rows = s.n_kept = int64_t{65535} * 128;
+  EXPECT_EQ(plan_linear_ce(s).row_tiles, 65535);
+  s.n_rows = s.n_kept = int64_t{65535} * 128 + 1;
+  try {
+    plan_linear_ce(s);
+    ADD_FAILURE() << "no error for 65,536 row tiles";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("8,388,480 kept rows"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LinearCeWorkspace, BackwardChunksFillTheBuffer) {

@@ -419,7 +419,7 @@ struct Runner {
       p.chunk_tiles = ch.tiles;
       p.first_chunk = ci == 0;
       const int dtiles = (P.dim + CeProductCta::kN - 1) / CeProductCta::kN;
-      const dim3 dhidden_grid(ws.row_tiles, dtiles), dweight_grid(p.chunk_tiles, dtiles);
+      const dim3 dhidden_grid(dtiles, ws.row_tiles), dweight_grid(dtiles, p.chunk_tiles);
       const int threads = CeProductCta::kThreads, bytes = CeProductCta::kSmemBytes;
       const bool grad = ch.pairs > 0, dhidden = grad || p.first_chunk;
       if (ch.staged_tiles > 0) {  // before the gradient tiles and dE, which read it
