@@ -399,10 +399,9 @@ struct CePingpongCta {
   __device__ static __forceinline__ int col(int ni) { return ni * 8 + (threadIdx.x & 3) * 2; }
 };
 
-// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta, after the
-// fence wgmma needs: acc[mi] = (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both
-// K-major at a_tile / b_tile, for the fragments mi in kFragments (bit mi; the others keep what
-// they held).
+// The products of one K step of 64 for this thread's warpgroup of a CePingpongCta, fence
+// included: acc[mi] = (accumulate ? acc[mi] : 0) + A[64 mi ..][64] . B[64][N], both K-major at
+// a_tile / b_tile, for the fragments mi in kFragments (bit mi; the others keep what they held).
 template <class Cta, bool kF16, unsigned kFragments>
 __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
                                               bool accumulate) {
@@ -418,12 +417,6 @@ __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile
             acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
             operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
 }
-
-// A set of m64 fragments (bit mi) as a type, for code specialised to it.
-template <unsigned kBits>
-struct FragmentSet {
-  static constexpr unsigned value = kBits;
-};
 
 // Every m64 fragment of a tile (gemm_loop_sm90_pingpong's default).
 struct AllFragments {
@@ -478,7 +471,7 @@ __device__ __forceinline__ void pingpong_k_loop(typename Cta::Acc& acc, Pingpong
 // The turns also keep each full[s] wait within one phase of the barrier (a warpgroup starts a
 // tile only after every stage of the tile before has landed), which mbar_wait requires.
 // Registers: setmaxnreg 24 for the loaders, 240 for the computing threads (24 * 128 + 240 * 256
-// = 168 * 384).
+// = 168 * 384); ptxas (CUDA 13.0) still fits the computing code into the launch's 168.
 template <class Cta, bool kF16, class LoadTma, class TileDone, class Fragments = AllFragments>
 __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, int steps,
                                                         LoadTma load_tma, TileDone tile_done,
