@@ -14,7 +14,9 @@
 //
 // Tensors (device memory; every mismatch is a UserError naming the tensor, raised before any
 // launch):
-//   E        [N, D] bf16 or f16, D a multiple of 8, last dim contiguous, rows 16-byte aligned
+//   E        [N, D] bf16 or f16, D a multiple of 8, last dim contiguous, rows 16-byte aligned;
+//            at most 8,388,480 rows that are not ignore_index in a call (the backward's grid:
+//            65,535 tiles of 128; more is a UserError once the forward has counted them)
 //   weight   [V_s, D], E's dtype, same layout rules;   bias [V_s], E's dtype, contiguous
 //   targets  [N] i32 or i64 global ids, any stride. ignore_index rows contribute nothing. A
 //            target that is neither ignore_index nor a live id (a dead id between segments, a
