@@ -358,7 +358,6 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   }
   tjk::wgmma_wait<0>();
   pin_acc(acc);
-  if (!Skip::kNever && held >= 0) tjk::mbar_arrive(empty0 + 8 * held);  // (its stage is free)
   // Without a step nothing wrote the accumulators, which callers reading them after the loop
   // (the products) take as zero. (Zeroing them before the loop instead makes ptxas serialise the
   // products: a non-wgmma definition inside the pipeline.)
@@ -514,8 +513,9 @@ __device__ __forceinline__ bool gemm_loop_sm90_pingpong(u16* smem, int tiles, in
     const unsigned computed = __shfl_sync(0xffffffffu, fragments(t), 0);  // warp-uniform
     if (t > 0) tjk::mbar_wait(turn0 + 8 * wg, turns++ & 1);
     const long long first = (long long)t * steps;  // the tile's first step in the ring's order
-    PingpongRing ring{smem_base, full0, empty0, turn0, static_cast<int>(first % S),
-                      static_cast<int>(first / S), -1};
+    PingpongRing ring{
+        smem_base, full0, empty0, turn0, static_cast<int>(first % S), static_cast<int>(first / S),
+        -1};
     // One K loop per fragment set, so no product is issued under a runtime condition (ptxas
     // would fence every product then).
     if (Cta::kMI == 2 && (computed & 3) == 1)
@@ -539,8 +539,8 @@ template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor, class Load, class 
           class LoadTma = NoTmaLoad, class Skip = SkipNone>
 __device__ __forceinline__ bool ce_gemm_loop(u16* smem, int steps, int steps_per_tile, Load load,
                                              TileDone tile_done, typename Cta::Acc& acc,
-                                             LoadTma load_tma = LoadTma(),
-                                             bool tma_only = false, Skip skip = Skip()) {
+                                             LoadTma load_tma = LoadTma(), bool tma_only = false,
+                                             Skip skip = Skip()) {
   if constexpr (Cta::kWarpSpecialized) {
     return gemm_loop_sm90_ws<Cta, kF16, kAKMajor, kBKMajor>(
         smem, steps, steps_per_tile, load, tile_done, acc, load_tma, tma_only, skip);

@@ -317,13 +317,13 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   auto load_tma = [&](u32 stage, u32 full, int t, int k) {
     if (t != loaded) {
       const int2 pair = p.pair_list[first + b + t * grid];
-      const CeSegment& S = L.seg[tile_segment(L, pair.x)];
       const int s = tile_segment(L, pair.x);
+      const CeSegment& S = L.seg[s];
       hidden_row = pair_row_tile(pair.y) * kTileRows;
       halves = pair_halves(pair.y);
       weight_map = S.order ? &maps.staged : &maps.weight[s];
-      weight_row = S.order ? chunk_staged_tile(p, pair.x) * kTileIds
-                           : (pair.x - S.first_tile) * kTileIds;
+      weight_row =
+          S.order ? chunk_staged_tile(p, pair.x) * kTileIds : (pair.x - S.first_tile) * kTileIds;
       loaded = t;
     }
     const int k0 = k * Cta::kK;  // A: the computed halves' rows only
@@ -352,8 +352,7 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
     tjk::named_barrier_sync(2 + wg, 128);
     grad_tile_entries<Prog, Args, Cta, kF16, false>(
         args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
-        pair_halves(pair.y), acc, acc,
-        [&](int r, int ni, u32 v) {
+        pair_halves(pair.y), acc, acc, [&](int r, int ni, u32 v) {
           const u32 chunk = (ni & 7) ^ (r & 7);
           *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (kTileRows * kRowBytes) + r * kRowBytes +
                                   chunk * 16 + (threadIdx.x & 3) * 4) = v;
@@ -365,16 +364,16 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
       for (int j = 0; j < kTileIds / 64; ++j)
 #pragma unroll
         for (int i = 0; i < kTileRows / 64; ++i)
-          tjk::tma_store_2d(&maps.grad,
-                            out + j * (kTileRows * kRowBytes) + i * 64 * kRowBytes, 64 * j,
-                            block * kTileRows + 64 * i);
+          tjk::tma_store_2d(&maps.grad, out + j * (kTileRows * kRowBytes) + i * 64 * kRowBytes,
+                            64 * j, block * kTileRows + 64 * i);
       tjk::bulk_commit_group();
     }
   };
   static_assert(Cta::kMI == kHalves, "one m64 fragment per half of the row tile");
-  auto fragments = [&](int t) { return unsigned(pair_halves(p.pair_list[first + b + t * grid].y)); };
-  if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done,
-                                          fragments))
+  auto fragments = [&](int t) {
+    return unsigned(pair_halves(p.pair_list[first + b + t * grid].y));
+  };
+  if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done, fragments))
     return;
   if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }

@@ -178,29 +178,36 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Inclusive prefix sum of `v` over the warp's lanes.
+__device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
+// The block-wide part of the prefix sums below: scratch[w] holds warp w's total on entry
+// (written before the call); on return (every thread) scratch[w] holds the totals of the warps
+// before w and scratch[32] the block's.
+__device__ __forceinline__ void scan_warp_totals(int* scratch, int lane, int warp, int nwarps) {
+  __syncthreads();
+  if (warp == 0) {
+    const int v = lane < nwarps ? scratch[lane] : 0, incl = warp_inclusive_sum(v, lane);
+    if (lane < nwarps) scratch[lane] = incl - v;
+    if (lane == 31) scratch[32] = incl;
+  }
+  __syncthreads();
+}
+
 // Exclusive prefix sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), in
 // thread order; *total receives the block's sum. Uses `scratch` (33 ints).
 __device__ __forceinline__ int block_exclusive_sum(int v, int* scratch, int* total) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  int incl = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    int u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
+  const int incl = warp_inclusive_sum(v, lane);
   if (lane == 31) scratch[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < nwarps ? scratch[lane] : 0, wincl = w;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      int u = __shfl_up_sync(0xffffffffu, wincl, o);
-      if (lane >= o) wincl += u;
-    }
-    if (lane < nwarps) scratch[lane] = wincl - w;
-    if (lane == 31) scratch[32] = wincl;
-  }
-  __syncthreads();
+  scan_warp_totals(scratch, lane, warp, nwarps);
   int pos = scratch[warp] + incl - v;
   *total = scratch[32];
   __syncthreads();
@@ -214,18 +221,7 @@ __device__ __forceinline__ int block_exclusive_count(bool flag, int* scratch, in
   unsigned ballot = __ballot_sync(0xffffffffu, flag);
   int before = __popc(ballot & ((1u << lane) - 1u));
   if (lane == 0) scratch[warp] = __popc(ballot);
-  __syncthreads();
-  if (warp == 0) {
-    int v = lane < nwarps ? scratch[lane] : 0, incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      int u = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += u;
-    }
-    if (lane < nwarps) scratch[lane] = incl - v;
-    if (lane == 31) scratch[32] = incl;
-  }
-  __syncthreads();
+  scan_warp_totals(scratch, lane, warp, nwarps);
   int pos = scratch[warp] + before;
   *total = scratch[32];
   __syncthreads();

@@ -129,7 +129,9 @@ struct HalfSteps {
     if (++j + 1 < count) next = list[j + 1];
   }
   // The step's first row of E (kept rows).
-  __device__ __forceinline__ int row() const { return pair_row_tile(entry) * kTileRows + half * 64; }
+  __device__ __forceinline__ int row() const {
+    return pair_row_tile(entry) * kTileRows + half * 64;
+  }
 };
 
 // dC of a vocabulary tile that no row tile visits and that holds no target correction: the
@@ -229,8 +231,8 @@ template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
-  __shared__ int tiles[1024];   // the chunk's visited tiles of this row tile, in order
-  __shared__ int blocks[1024];  // ... their blocks of G
+  __shared__ int tiles[1024];             // the chunk's visited tiles of this row tile, in order
+  __shared__ int blocks[1024];            // ... their blocks of G
   __shared__ unsigned char halves[1024];  // ... and their computed halves (linear_ce_tiles.cuh)
   __shared__ int range[2];
   const CeLayout& L = p.layout;
@@ -411,8 +413,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   typename Cta::Acc acc;
   // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
   // A loading warpgroup is done when the loop returns false.
-  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, steps, 1 << 30, load, KeepAccumulators(),
-                                             acc, load_boxes, /*tma_only=*/true))
+  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, steps, 1 << 30, load, KeepAccumulators(), acc,
+                                             load_boxes, /*tma_only=*/true))
     return;
   if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
     if (!__syncthreads_or(1)) return;

@@ -261,10 +261,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // come by TMA (an ordered segment's from the chunk's staged copy) and which stores G by TMA.
   const bool sm90_grad = sm90_products && !P.kl;
   const int grad_smem = sm90_grad ? kCeGradSm90SmemBytes : kCeGradSmemBytes;
-  CUfunction grad = K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad",
-                               grad_smem);
-  const unsigned num_sms =
-      static_cast<unsigned>(driver->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
+  CUfunction grad =
+      K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad", grad_smem);
+  const unsigned num_sms = static_cast<unsigned>(std::max(ws.num_sms, 1));  // the forward's
   const int product_threads = sm90_products ? kCeProductSm90Threads : kCeProductThreads;
   const int product_smem = sm90_products ? kCeProductSm90SmemBytes : kCeProductSmemBytes;
   // The chunks: runs of tiles whose visited pairs' G blocks and staged weight tiles (the visited

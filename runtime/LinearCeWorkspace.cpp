@@ -51,6 +51,7 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     throw std::invalid_argument(
         "linear CE: at most 8,388,480 kept rows per call (65,535 tiles of 128); split the batch");
   ws.row_tiles = int(ceil_div(nk, LinearCeWorkspace::kTileRows));
+  ws.num_sms = s.num_sms;
   ws.fwd_row_tiles =
       int(ceil_div(nk, s.kl ? LinearCeWorkspace::kKlFwdRows : LinearCeWorkspace::kFwdRows));
   choose_splits(ws, s);

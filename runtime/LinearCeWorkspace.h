@@ -33,6 +33,7 @@ struct LinearCeWorkspace {
   static constexpr int kTileRows = 128, kTileIds = 128;
   static constexpr int kFwdRows = 256, kKlFwdRows = 128;  // forward CTA rows without / with KL
   int row_tiles = 0, num_tiles = 0;                       // gradient tiles: 128 rows x 128 ids
+  int num_sms = 0;  // the shape's: the persistent kernels' grids
   int fwd_row_tiles = 0;                                  // forward: 256 rows (128 with a KL term)
   int splits = 1, tiles_per_split = 1;                    // forward grid: fwd_row_tiles x splits
   int colsum_parts = 0;  // analytic smoothing: row blocks of the weights

@@ -433,9 +433,9 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
               "\"err_dC\":%.2e,\"plan\":\"%s\"}\n",
               tc.name, loop_name(), kind.c_str(), mode.name, tc.n, run.n_kept, tc.d, live, tc.cap,
               mode.threshold, r.surviving, r.kept_order ? "true" : "false",
-              r.paused ? "true" : "false", r.tgt, r.halves, r.order_ms, r.fwd, r.bwd, r.fb, r.vs_exact,
-              r.tflops, (long long)run.extra_bytes(), loss, r.err_loss, r.err_dh, r.err_dw,
-              tilejit::describe(run.ws).c_str());
+              r.paused ? "true" : "false", r.tgt, r.halves, r.order_ms, r.fwd, r.bwd, r.fb,
+              r.vs_exact, r.tflops, (long long)run.extra_bytes(), loss, r.err_loss, r.err_dh,
+              r.err_dw, tilejit::describe(run.ws).c_str());
           std::fflush(stdout);
         });
       }
@@ -445,8 +445,8 @@ void run_timings(const std::string& only, const std::vector<std::string>& kinds)
     }
   }
   std::printf("\n%-13s %-6s %-8s %8s %7s %6s %8s %8s %8s %8s %7s %8s %8s %8s\n", "case", "data",
-              "mode", "survive", "halves", "order", "prep ms", "fwd ms", "bwd ms", "f+b ms", "/exact", "errLoss",
-              "errdE", "errdC");
+              "mode", "survive", "halves", "order", "prep ms", "fwd ms", "bwd ms", "f+b ms",
+              "/exact", "errLoss", "errdE", "errdC");
   int slower = 0;
   for (auto& r : rows) {
     std::printf("%-13s %-6s %-8s %8.3f %7.3f %6s %8.2f %8.2f %8.2f %8.2f %7.3f %8.1e %8.1e %8.1e\n",
