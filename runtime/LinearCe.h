@@ -168,8 +168,8 @@ struct LinearCeOutputs {
   // rules), given to the forward already, as an autograd function that allocates its gradients
   // with its forward would. The forward then builds an ordered segment's position-order weight
   // copy ("Gradient filtering and the vocabulary order") inside that segment's buffer when the
-  // buffer's rows are contiguous (row stride D, 16-byte aligned), instead of taking V_s x D from the
-  // workspace pool: a state step's peak is then the outputs and the backward's scratch. Their
+  // buffer's rows are contiguous (row stride D, 16-byte aligned), instead of taking V_s x D from
+  // the workspace pool: a state step's peak is then the outputs and the backward's scratch. Their
   // contents are undefined until the backward writes the gradients there, which it does unless
   // it is given other buffers. They must stay alive until the backward.
   std::vector<std::optional<TensorView>> d_weight;

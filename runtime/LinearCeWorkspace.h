@@ -33,10 +33,10 @@ struct LinearCeWorkspace {
   static constexpr int kTileRows = 128, kTileIds = 128;
   static constexpr int kFwdRows = 256, kKlFwdRows = 128;  // forward CTA rows without / with KL
   int row_tiles = 0, num_tiles = 0;                       // gradient tiles: 128 rows x 128 ids
-  int num_sms = 0;  // the shape's: the persistent kernels' grids
-  int fwd_row_tiles = 0;                                  // forward: 256 rows (128 with a KL term)
-  int splits = 1, tiles_per_split = 1;                    // forward grid: fwd_row_tiles x splits
-  int colsum_parts = 0;  // analytic smoothing: row blocks of the weights
+  int num_sms = 0;                      // the shape's: the persistent kernels' grids
+  int fwd_row_tiles = 0;                // forward: 256 rows (128 with a KL term)
+  int splits = 1, tiles_per_split = 1;  // forward grid: fwd_row_tiles x splits
+  int colsum_parts = 0;                 // analytic smoothing: row blocks of the weights
   int64_t colsum_rows_per_part = 512;
   // forward
   WorkspaceSlice kept, slot, count, hidden_kept, part_max, part_sum, part_zsum, target_logit,
@@ -47,9 +47,9 @@ struct LinearCeWorkspace {
   WorkspaceSlice teacher_hidden_kept, kl_parts, tempered_lse, teacher_lse, teacher_target_logit,
       teacher_tile_max;
   // backward (its G blocks and staged weight rows are a buffer of their own: CeBackwardPlan)
-  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, col_steps, pair_rank,
-      pair_first, staged_first, pair_list, colsum_partial, weight_colsum, hidden_wsum, grad_sum,
-      target_grad, target_slot;
+  WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, col_steps,
+      pair_rank, pair_first, staged_first, pair_list, colsum_partial, weight_colsum, hidden_wsum,
+      grad_sum, target_grad, target_slot;
   int64_t total_bytes = 0;
 };
 
