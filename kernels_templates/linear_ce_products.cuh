@@ -222,6 +222,27 @@ struct CeProductCtaOf<true> {
 
 // The products' TMA boxes: CeBwdMaps (linear_ce_bwd.cuh).
 
+// The products' launch order. The grid is (dim tiles, tiles) and CTAs start in the order of
+// blockIdx.y * gridDim.x + blockIdx.x; that index walks groups of kDimGroup dim tiles, and within
+// a group the tiles with their dim tiles side by side. A CTA of dE reads its row tile's blocks of
+// G and the dim tile's columns of the weights, one of dC its vocabulary tile's blocks of G and
+// the dim tile's columns of E: a group narrower than the grid lets the tiles that run at the same
+// time share the weights' (or E's) columns in L2, a wide one lets them share G's blocks.
+struct ProductTile {
+  int tile, dim_tile;
+};
+template <int kDimGroup>
+__device__ __forceinline__ ProductTile product_tile() {
+  const int dim_tiles = gridDim.x, tiles = gridDim.y;
+  const int id = blockIdx.y * dim_tiles + blockIdx.x;
+  const int first = id / (kDimGroup * tiles) * kDimGroup;
+  const int width = min(kDimGroup, dim_tiles - first);
+  const int within = id - first * tiles;
+  return {within / width, first + within % width};
+}
+constexpr int kDhiddenDimGroup = 16;
+constexpr int kDweightDimGroup = 16;
+
 // Grid (ceil(dim / 256), row tiles): dE for the chunk's visited tiles of this row tile. The dim
 // tiles of a row tile are neighbours in the launch order, so they read its blocks of G (which
 // the chunk's whole G, up to 512 MiB, cannot keep in L2) while the first one's reads are still
@@ -237,7 +258,8 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int rt = blockIdx.y, d0 = blockIdx.x * Cta::kN;
+  const ProductTile place = product_tile<kDhiddenDimGroup>();
+  const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
   if (threadIdx.x == 0) {  // the chunk's part of the ascending list
     int n = p.row_count[rt], lo = 0, hi = n;
@@ -366,7 +388,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int ct = blockIdx.y, tile = p.chunk_first + ct, d0 = blockIdx.x * Cta::kN;
+  const ProductTile place = product_tile<kDweightDimGroup>();
+  const int ct = place.tile, tile = p.chunk_first + ct, d0 = place.dim_tile * Cta::kN;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
