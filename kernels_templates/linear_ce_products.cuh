@@ -222,32 +222,30 @@ struct CeProductCtaOf<true> {
 
 // The products' TMA boxes: CeBwdMaps (linear_ce_bwd.cuh).
 
-// The products' launch order. The grid is (dim tiles, tiles) and CTAs start in the order of
-// blockIdx.y * gridDim.x + blockIdx.x; that index walks groups of kDimGroup dim tiles, and within
-// a group the tiles with their dim tiles side by side. A CTA of dE reads its row tile's blocks of
-// G and the dim tile's columns of the weights, one of dC its vocabulary tile's blocks of G and
-// the dim tile's columns of E: a group narrower than the grid lets the tiles that run at the same
-// time share the weights' (or E's) columns in L2, a wide one lets them share G's blocks.
+// dE's launch order. The grid is (dim tiles, row tiles) and CTAs start in the order of
+// blockIdx.y * gridDim.x + blockIdx.x, which this maps to groups of kDhiddenDimGroup dim tiles,
+// the row tiles one after the other within a group and each row tile's dim tiles of the group
+// side by side. A CTA reads its row tile's blocks of G and the dim tile's columns of the weights:
+// the CTAs of one row tile running together share its blocks of G in L2 (the chunk's whole G, up
+// to 512 MiB, cannot stay there), the row tiles running together share the weights' columns.
+// Groups of 4 took dE's time on a Llama-3 state step 4% below groups of all 16 dim tiles (2
+// and 8 within 1% of 4, 1 level with 16); dC showed no such difference.
 struct ProductTile {
   int tile, dim_tile;
 };
-template <int kDimGroup>
-__device__ __forceinline__ ProductTile product_tile() {
+constexpr int kDhiddenDimGroup = 4;
+__device__ __forceinline__ ProductTile dhidden_tile() {
   const int dim_tiles = gridDim.x, tiles = gridDim.y;
   const int id = blockIdx.y * dim_tiles + blockIdx.x;
-  const int first = id / (kDimGroup * tiles) * kDimGroup;
-  const int width = min(kDimGroup, dim_tiles - first);
+  const int first = id / (kDhiddenDimGroup * tiles) * kDhiddenDimGroup;
+  const int width = min(kDhiddenDimGroup, dim_tiles - first);
   const int within = id - first * tiles;
   return {within / width, first + within % width};
 }
-constexpr int kDhiddenDimGroup = 16;
-constexpr int kDweightDimGroup = 16;
 
-// Grid (ceil(dim / 256), row tiles): dE for the chunk's visited tiles of this row tile. The dim
-// tiles of a row tile are neighbours in the launch order, so they read its blocks of G (which
-// the chunk's whole G, up to 512 MiB, cannot keep in L2) while the first one's reads are still
-// in L2. CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM), as for
-// dweight.
+// Grid (ceil(dim / 256), row tiles): dE for the chunk's visited tiles of this row tile, the
+// CTAs in dhidden_tile's order. CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one
+// CTA per SM), as for dweight.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
@@ -258,7 +256,7 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const ProductTile place = product_tile<kDhiddenDimGroup>();
+  const ProductTile place = dhidden_tile();
   const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
   const int* list = p.row_list + (long long)rt * L.num_tiles;
   if (threadIdx.x == 0) {  // the chunk's part of the ascending list
@@ -381,15 +379,14 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
 }
 
 // Grid (ceil(dim / 256), chunk tiles): dC for one vocabulary tile, written once (plus its target
-// corrections); a tile's dim tiles neighbours in the launch order, as in dhidden.
+// corrections); a tile's dim tiles neighbours in the launch order, so they share its blocks of G.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
   extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const ProductTile place = product_tile<kDweightDimGroup>();
-  const int ct = place.tile, tile = p.chunk_first + ct, d0 = place.dim_tile * Cta::kN;
+  const int ct = blockIdx.y, tile = p.chunk_first + ct, d0 = blockIdx.x * Cta::kN;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
