@@ -96,6 +96,16 @@ for key in sorted(set().union(*sides)):
                          f'{mean(fb):7.2f}±{max(fb) - min(fb):3.1f}'
                          + (f' [{len(rs)}]' if len(rs) < rounds else ''))
     print(f'{" ".join(key):28s} ' + " ".join(f"{c:>27s}" for c in cells))
+# The mean over a row's steps (its median above is the steady state): where an order is rebuilt
+# every k steps, this one carries the rebuilds.
+print("fwd / fwd+bwd ms, mean over the steps (then over the rounds)")
+for key in sorted(set().union(*sides)):
+    cells = []
+    for side in sides:
+        rs = [r for r in side.get(key, []) if "fwd_bwd_ms_mean" in r]
+        cells.append(f'{mean([r["fwd_ms_mean"] for r in rs]):6.2f} / '
+                     f'{mean([r["fwd_bwd_ms_mean"] for r in rs]):7.2f}' if rs else "missing")
+    print(f'{" ".join(key):28s} ' + " ".join(f"{c:>27s}" for c in cells))
 PY
 [ "${AB_NCU:-0}" = 1 ] || exit 0
 read -ra ncu_args <<<"${AB_NCU_ARGS:---kinds zipf --shapes gemma2_2b --modes exact --iters 1}"

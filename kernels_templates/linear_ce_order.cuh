@@ -1,7 +1,9 @@
 // The pre-pass of the vocabulary order (runtime/LinearCe.h "Vocabulary order"): each live id's
 // average raw logit over the kept rows, mean_k(E_k) . C_v + b_v, which is one GEMV against the
-// column sums of E (linear_ce_colsum_part / linear_ce_sum_parts). The host sorts the ids of each
-// segment by it (runtime/VocabOrderPlan.h). Deterministic: fixed summation orders.
+// column sums of E (linear_ce_colsum_part / linear_ce_sum_parts); then each segment's ids sorted
+// by it on the device (the radix sort below: the order of runtime/VocabOrderPlan.h's
+// order_by_score, bit for bit) and the order's inverse. Deterministic: fixed summation orders,
+// stable passes.
 #pragma once
 
 #include "linear_ce_common.cuh"
@@ -38,6 +40,112 @@ __device__ __forceinline__ void linear_ce_average_logit(const u16* weight, long 
     if (bias) b = is_f16 ? to_float<true>(bias[row]) : to_float<false>(bias[row]);
     score[row] = scale * acc + b;
   }
+}
+
+// ---- the order: a stable radix sort of the scores ------------------------------------------
+// Least significant byte first, four passes over 32-bit keys (descending_key), ids riding along:
+// each pass is stable and the ids start ascending, so equal scores keep ascending ids, exactly
+// as order_by_score on the host. A pass is three launches: linear_ce_radix_counts (each block's
+// digit histogram over its kRadixItems items), linear_ce_radix_offsets (one exclusive prefix sum
+// over the histograms, digit after digit, block after block within a digit) and
+// linear_ce_radix_scatter (each block writes its items to their digit's next places, in item
+// order). Every count and place is exact integer arithmetic: the same output on every run.
+constexpr int kRadixThreads = 256, kRadixItems = 2048, kRadixDigits = 256;
+
+// The key of order_by_score (runtime/VocabOrderPlan.cpp): ascending keys are descending scores,
+// -0 ties with +0, NaN after everything.
+__device__ __forceinline__ u32 descending_key(float score) {
+  if (score != score) return 0xffffffffu;
+  if (score == 0.f) score = 0.f;
+  const u32 u = __float_as_uint(score);
+  const u32 ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
+// keys[i] = descending_key(score[i]), ids[i] = i. Grid (ceil(n / 256)), 256 threads.
+__device__ __forceinline__ void linear_ce_order_keys(const float* score, int n, u32* keys,
+                                                     int* ids) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  keys[i] = descending_key(score[i]);
+  ids[i] = i;
+}
+
+// counts[d * gridDim.x + b] = the items of block b (items b * kRadixItems ..) whose byte at
+// `shift` is d. Grid (ceil(n / kRadixItems)), kRadixThreads threads.
+__device__ __forceinline__ void linear_ce_radix_counts(const u32* keys, int n, int shift,
+                                                       int* counts) {
+  __shared__ int hist[kRadixDigits];
+  hist[threadIdx.x] = 0;
+  __syncthreads();
+  const int first = blockIdx.x * kRadixItems, last = min(n, first + kRadixItems);
+  for (int i = first + threadIdx.x; i < last; i += kRadixThreads)
+    atomicAdd(&hist[(keys[i] >> shift) & 0xff], 1);
+  __syncthreads();
+  counts[threadIdx.x * gridDim.x + blockIdx.x] = hist[threadIdx.x];
+}
+
+// counts[0 .. total) replaced by their exclusive prefix sums. One block of 1024 threads, each
+// summing a contiguous run of entries.
+__device__ __forceinline__ void linear_ce_radix_offsets(int* counts, int total) {
+  __shared__ int scratch[33];
+  const int per = (total + blockDim.x - 1) / blockDim.x;
+  const int first = min(total, threadIdx.x * per), last = min(total, first + per);
+  int sum = 0;
+  for (int i = first; i < last; ++i) sum += counts[i];
+  int block_total;
+  int at = block_exclusive_sum(sum, scratch, &block_total);
+  for (int i = first; i < last; ++i) {
+    const int c = counts[i];
+    counts[i] = at;
+    at += c;
+  }
+}
+
+// One stable pass: item i of block b goes to offsets[d * gridDim.x + b] plus the number of the
+// block's items before it with the same digit d. The block takes its items kRadixThreads at a
+// time; within a round, a thread's place among its digit's items comes from the lanes before it
+// with that digit (__match_any_sync) and the warps before it (their digit counts in shared
+// memory). Grid (ceil(n / kRadixItems)), kRadixThreads threads.
+__device__ __forceinline__ void linear_ce_radix_scatter(const u32* keys, const int* ids, int n,
+                                                        int shift, const int* offsets,
+                                                        u32* keys_out, int* ids_out) {
+  constexpr int kWarps = kRadixThreads / 32;
+  __shared__ int next[kRadixDigits];                // the digit's next place
+  __shared__ int warp_count[kWarps][kRadixDigits];  // this round's items per warp and digit
+  const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
+  next[t] = offsets[t * gridDim.x + blockIdx.x];
+  const int first = blockIdx.x * kRadixItems;
+  for (int round = 0; round < kRadixItems / kRadixThreads; ++round) {
+    const int i = first + round * kRadixThreads + t;
+    const bool valid = i < n;
+    const u32 key = valid ? keys[i] : 0u;
+    const int digit = valid ? int((key >> shift) & 0xff) : kRadixDigits;  // past n: no digit
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) warp_count[w][t] = 0;
+    __syncthreads();  // zeroed, and the last round's counts consumed
+    const unsigned peers = __match_any_sync(0xffffffffu, digit);
+    const int before_in_warp = __popc(peers & ((1u << lane) - 1u));
+    if (valid && before_in_warp == 0) warp_count[warp][digit] = __popc(peers);
+    __syncthreads();
+    if (valid) {
+      int at = next[digit] + before_in_warp;
+      for (int w = 0; w < warp; ++w) at += warp_count[w][digit];
+      keys_out[at] = key;
+      ids_out[at] = ids[i];
+    }
+    __syncthreads();  // every thread has read next[]
+    int round_total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) round_total += warp_count[w][t];
+    next[t] += round_total;
+  }
+}
+
+// rank[order[p]] = p. Grid (ceil(n / 256)), 256 threads.
+__device__ __forceinline__ void linear_ce_rank_of(const int* order, int n, int* rank) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p < n) rank[order[p]] = p;
 }
 
 // The weight rows that the backward's dE product of one vocabulary chunk reads from segments

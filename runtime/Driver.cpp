@@ -51,6 +51,7 @@ struct Driver::EntryPoints {
   PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
   PFN_cuEventCreate_v2000 event_create = nullptr;
   PFN_cuEventRecord_v2000 event_record = nullptr;
+  PFN_cuEventSynchronize_v2000 event_synchronize = nullptr;
   PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
   PFN_cuEventElapsedTime_v2000 event_elapsed_time = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
@@ -178,6 +179,7 @@ Driver* Driver::create(std::string& reason) {
   need(api->stream_destroy, "cuStreamDestroy", 4000);
   need(api->event_create, "cuEventCreate", 2000);
   need(api->event_record, "cuEventRecord", 2000);
+  need(api->event_synchronize, "cuEventSynchronize", 2000);
   need(api->stream_wait_event, "cuStreamWaitEvent", 3020);
   // 12.8 re-versioned cuEventElapsedTime with the same signature.
   need(api->event_elapsed_time, "cuEventElapsedTime", driver_version >= 12080 ? 12080 : 2000);
@@ -448,6 +450,10 @@ CUevent Driver::event_create(unsigned flags) {
 
 void Driver::event_record(CUevent event, CUstream stream) {
   check(api_->event_record(event, stream), "cuEventRecord");
+}
+
+void Driver::event_synchronize(CUevent event) {
+  check(api_->event_synchronize(event), "cuEventSynchronize");
 }
 
 void Driver::stream_wait_event(CUstream stream, CUevent event) {

@@ -107,6 +107,8 @@ class Driver {
   void stream_destroy(CUstream stream);
   CUevent event_create(unsigned flags = CU_EVENT_DEFAULT);
   void event_record(CUevent event, CUstream stream);
+  // Waits on the host until the work before `event`'s last record has completed.
+  void event_synchronize(CUevent event);
   // Work submitted to `stream` after this call waits for `event`'s last record (no host wait).
   void stream_wait_event(CUstream stream, CUevent event);
   float event_elapsed_ms(CUevent start, CUevent end);

@@ -277,11 +277,16 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       pass.colsum_part = K.function(LossModule::Rows, "linear_ce_colsum_part");
       pass.sum_parts = K.function(LossModule::Rows, "linear_ce_sum_parts");
       pass.average_logit = K.function(LossModule::Rows, "linear_ce_average_logit");
+      pass.order_keys = K.function(LossModule::Rows, "linear_ce_order_keys");
+      pass.radix_counts = K.function(LossModule::Rows, "linear_ce_radix_counts");
+      pass.radix_offsets = K.function(LossModule::Rows, "linear_ce_radix_offsets");
+      pass.radix_scatter = K.function(LossModule::Rows, "linear_ce_radix_scatter");
+      pass.rank_of = K.function(LossModule::Rows, "linear_ce_rank_of");
       pass.hidden_stride = hidden.strides[0];
       pass.n_kept = static_cast<int32_t>(st->n_kept);
       pass.dim = dim;
       pass.is_f16 = hidden.dtype == DType::F16;
-      return average_logits(pass, driver, stream);
+      return order_by_average_logit(pass, driver, stream);
     });
     if (!st->order.filter) st->threshold = 0;
     st->layout = with_order(st->layout, st->order.tables.get());

@@ -63,10 +63,11 @@
 // grad_buffer_bytes (a tile that alone needs more gets a chunk of its own).
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
 // pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,
-// O(V D); the raw logit, before logit_mod), then a host sort per segment, highest first; State,
-// a runtime/VocabOrder.h object the caller reuses across steps, rebuilt from that pre-pass every
-// k forwards or fixed by the caller. An order serves filtering only: with filtering off the
-// natural order is used. A forward that runs the pre-pass synchronizes `stream` once more.
+// O(V D); the raw logit, before logit_mod), then a stable radix sort per segment on the device,
+// highest first (ties by ascending id); State, a runtime/VocabOrder.h object the caller reuses
+// across steps, rebuilt from that pre-pass every k forwards or fixed by the caller. An order
+// serves filtering only: with filtering off the natural order is used. The pre-pass and its sort
+// run on `stream` with nothing waited for on the host.
 //   Never slower than no filtering. A filtering backward reads the surviving fraction back after
 // classifying the tiles (one synchronization) and, when too many tiles survive for skipping to
 // pay (runtime/VocabOrderPlan.h: 95% in natural order, 65% in an order, whose gathered loads

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "compiler/codegen/LossKernels.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Launch.h"
 
 namespace tilejit::linear_ce {
 
 namespace {
+
+constexpr int32_t kRadixThreads = kCeRadixThreads, kRadixItems = kCeRadixItems,
+                  kRadixDigits = kCeRadixDigits;
 
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
@@ -19,15 +23,26 @@ void run(CUfunction f, Dim3 grid, Dim3 block, CUstream stream, A... args) {
 
 }  // namespace
 
-VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream stream) {
+std::shared_ptr<const VocabOrderTables> order_by_average_logit(const PrePass& pass, Driver* driver,
+                                                               CUstream stream) {
   const CeLayout& L = *pass.layout;
   const int32_t dim = pass.dim, per = 512, parts = (pass.n_kept + per - 1) / per;
   const int32_t is_f16 = pass.is_f16;
-  // partial sums [parts, dim], hidden_sum [dim], scores [live ids]
-  DeviceBuffer scratch((size_t(parts + 1) * dim + std::max(L.live_ids, 1)) * sizeof(float));
+  int32_t largest = 1;
+  for (int32_t s = 0; s < L.num_segments; ++s) largest = std::max(largest, L.seg[s].size);
+  const int32_t max_blocks = static_cast<int32_t>(blocks(largest, kRadixItems));
+  // partial sums [parts, dim], hidden_sum [dim], scores [live ids]; the sort's keys (two
+  // buffers), ids (one; the other is the order) and digit counts; freed in stream order
+  const size_t floats = size_t(parts + 1) * dim + std::max(L.live_ids, 1);
+  const size_t words = 3 * size_t(largest) + size_t(kRadixDigits) * max_blocks;
+  DeviceBuffer scratch = DeviceBuffer::on_stream((floats + words) * 4, stream);
   float* partial = static_cast<float*>(scratch.data());
   float* hidden_sum = partial + int64_t(parts) * dim;
   float* scores = hidden_sum + dim;
+  uint32_t* keys[2] = {reinterpret_cast<uint32_t*>(partial + floats), nullptr};
+  keys[1] = keys[0] + largest;
+  int32_t* ids_scratch = reinterpret_cast<int32_t*>(keys[1] + largest);
+  int32_t* counts = ids_scratch + largest;
   const unsigned dx = blocks(dim, 256);
   run(pass.colsum_part, {dx, static_cast<unsigned>(parts)}, {256}, stream, pass.hidden,
       pass.hidden_stride, pass.n_kept, pass.kept, static_cast<const float*>(nullptr), dim, per,
@@ -35,32 +50,49 @@ VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream 
   run(pass.sum_parts, {dx}, {256}, stream, static_cast<const float*>(partial), parts, dim,
       hidden_sum);
   const float scale = 1.f / static_cast<float>(pass.n_kept);
+  std::vector<DeviceBuffer> tables;
+  std::vector<int64_t> sizes;
   float* seg_scores = scores;  // segment after segment
   for (int32_t s = 0; s < L.num_segments; ++s) {
     const CeSegment& seg = L.seg[s];
-    run(pass.average_logit, {blocks(seg.size, 8)}, {256}, stream, seg.weight, seg.weight_stride,
-        seg.bias, seg.size, static_cast<const float*>(hidden_sum), scale, dim, is_f16, seg_scores);
-    seg_scores += seg.size;
+    const int32_t n = seg.size;
+    run(pass.average_logit, {blocks(n, 8)}, {256}, stream, seg.weight, seg.weight_stride, seg.bias,
+        n, static_cast<const float*>(hidden_sum), scale, dim, is_f16, seg_scores);
+    tables.emplace_back(size_t(n) * 4);  // the order
+    tables.emplace_back(size_t(n) * 4);  // its rank
+    int32_t* order = static_cast<int32_t*>(tables[2 * s].data());
+    int32_t* rank = static_cast<int32_t*>(tables[2 * s + 1].data());
+    // Four passes, keys[0]/order -> keys[1]/ids_scratch -> back: the last lands in the order.
+    int32_t* ids[2] = {order, ids_scratch};
+    run(pass.order_keys, {blocks(n, 256)}, {256}, stream, static_cast<const float*>(seg_scores), n,
+        keys[0], ids[0]);
+    const unsigned sort_blocks = blocks(n, kRadixItems);
+    const int32_t total = kRadixDigits * static_cast<int32_t>(sort_blocks);
+    for (int32_t pass_index = 0; pass_index < 4; ++pass_index) {
+      const int32_t shift = 8 * pass_index, from = pass_index & 1, to = from ^ 1;
+      run(pass.radix_counts, {sort_blocks}, {kRadixThreads}, stream,
+          static_cast<const uint32_t*>(keys[from]), n, shift, counts);
+      run(pass.radix_offsets, {1}, {1024}, stream, counts, total);
+      run(pass.radix_scatter, {sort_blocks}, {kRadixThreads}, stream,
+          static_cast<const uint32_t*>(keys[from]), static_cast<const int32_t*>(ids[from]), n,
+          shift, static_cast<const int32_t*>(counts), keys[to], ids[to]);
+    }
+    run(pass.rank_of, {blocks(n, 256)}, {256}, stream, static_cast<const int32_t*>(order), n, rank);
+    sizes.push_back(n);
+    seg_scores += n;
   }
-  driver->stream_synchronize(stream);
-  VocabOrder::Scores out;
-  seg_scores = scores;
-  for (int32_t s = 0; s < L.num_segments; ++s) {
-    out.emplace_back(L.seg[s].size);
-    driver->memcpy_dtoh(out.back().data(), reinterpret_cast<CUdeviceptr>(seg_scores),
-                        out.back().size() * sizeof(float));
-    seg_scores += L.seg[s].size;
-  }
-  return out;
+  CUevent ready = driver->event_create(CU_EVENT_DISABLE_TIMING);
+  driver->event_record(ready, stream);
+  return VocabOrderTables::on_device(std::move(tables), std::move(sizes), ready);
 }
 
 ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& options, float threshold,
-                           const std::function<VocabOrder::Scores()>& scores) {
+                           const VocabOrder::Build& build) {
   if (threshold <= 0 || options.vocab_ordering == VocabOrdering::Natural) return {};
   ForwardOrder out;
   out.state = options.vocab_ordering == VocabOrdering::State ? options.vocab_order
                                                              : VocabOrder::by_average_logit(1);
-  VocabOrder::Visit visit = out.state->for_forward(prog, scores);
+  VocabOrder::Visit visit = out.state->for_forward(prog, build);
   out.tables = visit.tables;
   out.filter = visit.filter;
   if (!out.tables) out.state = nullptr;

@@ -19,6 +19,8 @@ namespace tilejit::linear_ce {
 // The pre-pass kernels (Rows module) and what they read: the kept rows of E.
 struct PrePass {
   CUfunction colsum_part = nullptr, sum_parts = nullptr, average_logit = nullptr;
+  CUfunction order_keys = nullptr, radix_counts = nullptr, radix_offsets = nullptr,
+             radix_scatter = nullptr, rank_of = nullptr;
   const CeLayout* layout = nullptr;
   const void* hidden = nullptr;  // E [N, dim], row stride hidden_stride
   long long hidden_stride = 0;
@@ -27,20 +29,22 @@ struct PrePass {
   bool is_f16 = false;
 };
 
-// Per segment, every weight row's average raw logit over the kept rows (fp32, deterministic).
-// Synchronizes `stream` to read them back.
-VocabOrder::Scores average_logits(const PrePass& pass, Driver* driver, CUstream stream);
+// Per segment, the weight rows by descending average raw logit over the kept rows (fp32,
+// deterministic; ties by ascending row, as order_by_score), and the order's inverse: computed,
+// sorted and inverted on `stream`, nothing waited for on the host.
+std::shared_ptr<const VocabOrderTables> order_by_average_logit(const PrePass& pass, Driver* driver,
+                                                               CUstream stream);
 
 // The order a forward visits and the state that handed it out (both null: natural order), and
 // whether it filters: a state that found filtering unable to pay pauses it (VocabOrder.h). Only
-// a filtering forward (threshold > 0) asks; `scores` runs the pre-pass when due.
+// a filtering forward (threshold > 0) asks; `build` runs the pre-pass when due.
 struct ForwardOrder {
   std::shared_ptr<VocabOrder> state;
   std::shared_ptr<const VocabOrderTables> tables;
   bool filter = true;
 };
 ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& options, float threshold,
-                           const std::function<VocabOrder::Scores()>& scores);
+                           const VocabOrder::Build& build);
 
 // `layout` visiting `tables`' order (nullptr: the natural order).
 CeLayout with_order(CeLayout layout, const VocabOrderTables* tables);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "compiler/Error.h"
+#include "runtime/Driver.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
@@ -12,6 +13,7 @@ namespace tilejit {
 VocabOrderTables::VocabOrderTables(std::vector<std::vector<int32_t>> order)
     : order_(std::move(order)) {
   for (size_t s = 0; s < order_.size(); ++s) {
+    sizes_.push_back(static_cast<int64_t>(order_[s].size()));
     try {
       rank_.push_back(inverse_order(order_[s]));
     } catch (const std::invalid_argument& e) {
@@ -19,6 +21,28 @@ VocabOrderTables::VocabOrderTables(std::vector<std::vector<int32_t>> order)
                                   " is not a permutation: " + e.what());
     }
   }
+  std::call_once(downloaded_, [] {});
+}
+
+std::shared_ptr<const VocabOrderTables> VocabOrderTables::by_score(const Scores& scores) {
+  std::vector<std::vector<int32_t>> order;
+  for (const std::vector<float>& seg : scores)
+    order.push_back(order_by_score(seg.data(), static_cast<int64_t>(seg.size())));
+  return std::make_shared<const VocabOrderTables>(std::move(order));
+}
+
+std::shared_ptr<const VocabOrderTables> VocabOrderTables::on_device(
+    std::vector<DeviceBuffer> device, std::vector<int64_t> sizes, CUevent ready) {
+  std::shared_ptr<VocabOrderTables> t(new VocabOrderTables());
+  t->device_ = std::move(device);
+  t->sizes_ = std::move(sizes);
+  t->ready_ = ready;
+  std::call_once(t->uploaded_, [] {});
+  return t;
+}
+
+VocabOrderTables::~VocabOrderTables() {
+  if (ready_) Driver::get()->event_destroy(ready_);
 }
 
 void VocabOrderTables::upload() const {
@@ -28,6 +52,26 @@ void VocabOrderTables::upload() const {
       device_.push_back(DeviceBuffer::from_host(rank_[s]));
     }
   });
+}
+
+void VocabOrderTables::download() const {
+  std::call_once(downloaded_, [this] {
+    Driver::get()->event_synchronize(ready_);
+    for (size_t s = 0; s < sizes_.size(); ++s) {
+      order_.push_back(device_[2 * s].to_host<int32_t>());
+      rank_.push_back(device_[2 * s + 1].to_host<int32_t>());
+    }
+  });
+}
+
+const std::vector<int32_t>& VocabOrderTables::order(size_t s) const {
+  download();
+  return order_[s];
+}
+
+const std::vector<int32_t>& VocabOrderTables::rank(size_t s) const {
+  download();
+  return rank_[s];
 }
 
 const int32_t* VocabOrderTables::device_order(size_t s) const {
@@ -65,19 +109,18 @@ std::shared_ptr<VocabOrder> VocabOrder::fixed(std::vector<std::vector<int32_t>> 
 bool VocabOrder::fits(const LossProgram& prog) const {
   if (!current_ || current_->segments() != prog.segments.size()) return false;
   for (size_t s = 0; s < prog.segments.size(); ++s)
-    if (int64_t(current_->order(s).size()) != prog.segments[s].size()) return false;
+    if (current_->size(s) != prog.segments[s].size()) return false;
   return true;
 }
 
-VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog,
-                                          const std::function<Scores()>& average_logits) {
+VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog, const Build& build) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.forwards;
   if (refresh_every_ == 0) {
     if (!fits(prog)) {
       std::string sizes;
       for (size_t s = 0; s < current_->segments(); ++s)
-        sizes += (s ? ", " : "") + std::to_string(current_->order(s).size());
+        sizes += (s ? ", " : "") + std::to_string(current_->size(s));
       user_error(
           "program {}: the fixed vocabulary order covers {} segment(s) of sizes [{}], "
           "which is not the program's layout",
@@ -87,18 +130,15 @@ VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog,
     return {current_, true};
   }
   if (!current_ || !fits(prog) || since_rebuild_ >= refresh_every_) {
-    Scores scores = average_logits();
-    TILEJIT_INTERNAL_CHECK(scores.size() == prog.segments.size(),
-                           "vocabulary order: {} score vectors for {} segments", scores.size(),
-                           prog.segments.size());
-    std::vector<std::vector<int32_t>> order;
-    for (size_t s = 0; s < scores.size(); ++s) {
-      TILEJIT_INTERNAL_CHECK(int64_t(scores[s].size()) == prog.segments[s].size(),
-                             "vocabulary order: {} scores for segment '{}' of {} ids",
-                             scores[s].size(), prog.segments[s].name, prog.segments[s].size());
-      order.push_back(order_by_score(scores[s].data(), int64_t(scores[s].size())));
-    }
-    current_ = std::make_shared<const VocabOrderTables>(std::move(order));
+    std::shared_ptr<const VocabOrderTables> built = build();
+    TILEJIT_INTERNAL_CHECK(built && built->segments() == prog.segments.size(),
+                           "vocabulary order: {} segments built for {}",
+                           built ? built->segments() : 0, prog.segments.size());
+    for (size_t s = 0; s < prog.segments.size(); ++s)
+      TILEJIT_INTERNAL_CHECK(built->size(s) == prog.segments[s].size(),
+                             "vocabulary order: {} positions for segment '{}' of {} ids",
+                             built->size(s), prog.segments[s].name, prog.segments[s].size());
+    current_ = std::move(built);
     since_rebuild_ = 0;
     stats_.set_aside = false;
     ++stats_.rebuilds;
@@ -116,6 +156,11 @@ void VocabOrder::record_survival(const VocabOrderTables& used, double fraction) 
   // and the gathered loads; run unfiltered until the next rebuild looks again.
   if (refresh_every_ > 0 && &used == current_.get() && fraction >= kOrderedBackwardSurvival)
     stats_.set_aside = true;
+}
+
+std::shared_ptr<const VocabOrderTables> VocabOrder::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
 }
 
 VocabOrder::Stats VocabOrder::stats() const {

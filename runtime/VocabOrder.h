@@ -11,6 +11,8 @@
 // alive for its backward, whatever the state does meanwhile.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,35 +25,57 @@
 namespace tilejit {
 
 // One order: per segment, order[p] = the weight row visited at position p, and rank, its
-// inverse. Host copies always; device copies once a forward first needs them.
+// inverse. Built on the host (a caller's order, or scores sorted by order_by_score) with device
+// copies uploaded once a forward first needs them, or built on the device (the average-logit
+// pre-pass) with host copies downloaded once someone asks for them.
 class VocabOrderTables {
  public:
+  using Scores = std::vector<std::vector<float>>;  // per segment, per weight row
+
   // std::invalid_argument (naming the segment) unless each order is a permutation.
   explicit VocabOrderTables(std::vector<std::vector<int32_t>> order);
-  size_t segments() const { return order_.size(); }
-  const std::vector<int32_t>& order(size_t s) const { return order_[s]; }
-  const std::vector<int32_t>& rank(size_t s) const { return rank_[s]; }
+  // Each segment's rows by descending score (order_by_score, runtime/VocabOrderPlan.h).
+  static std::shared_ptr<const VocabOrderTables> by_score(const Scores& scores);
+  // Tables the device holds: per segment an order and its rank (`sizes[s]` int32 each, in
+  // `device` as order 0, rank 0, order 1, ...), complete once `ready` (an event recorded after
+  // the work writing them; owned from now on) has passed.
+  static std::shared_ptr<const VocabOrderTables> on_device(std::vector<DeviceBuffer> device,
+                                                           std::vector<int64_t> sizes,
+                                                           CUevent ready);
+  ~VocabOrderTables();
+  VocabOrderTables(const VocabOrderTables&) = delete;
+  VocabOrderTables& operator=(const VocabOrderTables&) = delete;
+
+  size_t segments() const { return sizes_.size(); }
+  int64_t size(size_t s) const { return sizes_[s]; }
+  // Host copies (downloaded on the first call for tables built on the device; needs the context).
+  const std::vector<int32_t>& order(size_t s) const;
+  const std::vector<int32_t>& rank(size_t s) const;
   // Device copies, uploaded on the first call (needs a current context).
   const int32_t* device_order(size_t s) const;
   const int32_t* device_rank(size_t s) const;
 
  private:
+  VocabOrderTables() = default;
   void upload() const;
-  std::vector<std::vector<int32_t>> order_, rank_;
-  mutable std::once_flag uploaded_;
+  void download() const;
+  std::vector<int64_t> sizes_;
+  mutable std::vector<std::vector<int32_t>> order_, rank_;
+  mutable std::once_flag uploaded_, downloaded_;
   mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
+  CUevent ready_ = nullptr;                   // device-built: when the device copies are complete
 };
 
 class VocabOrder {
  public:
   // Per segment, per weight row: the average raw logit over a batch's rows.
-  using Scores = std::vector<std::vector<float>>;
+  using Scores = VocabOrderTables::Scores;
 
   // Built from the average-logit pre-pass on the first forward that uses it and rebuilt on every
   // `refresh_every`-th forward after (1: every forward). When a backward finds too many tiles
-  // surviving under it (record_survival; runtime/VocabOrderPlan.h), filtering cannot pay: the forwards until the next
-  // rebuild run unfiltered (no pre-pass, no tile maxima: exactly the cost of filtering off), and
-  // the rebuild looks again.
+  // surviving under it (record_survival; runtime/VocabOrderPlan.h), filtering cannot pay: the
+  // forwards until the next rebuild run unfiltered (no pre-pass, no tile maxima: exactly the cost
+  // of filtering off), and the rebuild looks again.
   static std::shared_ptr<VocabOrder> by_average_logit(int refresh_every = 1);
   // The caller's order: rows_in_order[s] lists segment s's weight rows in visiting order (a
   // permutation of 0..V_s-1). Never rebuilt nor set aside. UserError on a non-permutation.
@@ -62,9 +86,14 @@ class VocabOrder {
     std::shared_ptr<const VocabOrderTables> tables;  // nullptr exactly when !filter
     bool filter = true;
   };
-  // `average_logits` runs the pre-pass on that forward's rows; it is called only when a rebuild
-  // is due. UserError when a fixed order does not fit the program's segments.
-  Visit for_forward(const LossProgram& prog, const std::function<Scores()>& average_logits);
+  // `build` runs the pre-pass on that forward's rows and returns the order it gives (the GPU
+  // path sorts on the device); it is called only when a rebuild is due. UserError when a fixed
+  // order does not fit the program's segments.
+  using Build = std::function<std::shared_ptr<const VocabOrderTables>()>;
+  Visit for_forward(const LossProgram& prog, const Build& build);
+
+  // The order the next forward would visit unless a rebuild is due (nullptr before the first).
+  std::shared_ptr<const VocabOrderTables> current() const;
 
   // What a backward measured under `used` (an order this state handed out): the fraction of
   // gradient tiles it would visit (runtime/VocabOrderPlan.h).

@@ -112,6 +112,15 @@ const std::vector<CeEntry>& entries() {
       {M::Rows, "linear_ce_average_logit", "", "256",
        "const unsigned short* weight, long long stride, const unsigned short* bias, int size, "
        "const float* hidden_sum, float scale, int dim, int is_f16, float* score"},
+      {M::Rows, "linear_ce_order_keys", "", "256",
+       "const float* score, int n, unsigned* keys, int* ids"},
+      {M::Rows, "linear_ce_radix_counts", "", "256",
+       "const unsigned* keys, int n, int shift, int* counts"},
+      {M::Rows, "linear_ce_radix_offsets", "", "1024", "int* counts, int total"},
+      {M::Rows, "linear_ce_radix_scatter", "", "256",
+       "const unsigned* keys, const int* ids, int n, int shift, const int* offsets, "
+       "unsigned* keys_out, int* ids_out"},
+      {M::Rows, "linear_ce_rank_of", "", "256", "const int* order, int n, int* rank"},
   };
   return table;
 }
@@ -290,6 +299,12 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
         "tilejit_ce::kMergeWarps == {}, \"linear_ce_merge: launched as runtime/LinearCe.cpp "
         "says\");\n",
         kCeMergeRows, kCeMergeThreads);
+  if (module == LossModule::Rows)
+    s += fmt::format(
+        "static_assert(tilejit_ce::kRadixThreads == {} && tilejit_ce::kRadixItems == {} && "
+        "tilejit_ce::kRadixDigits == {}, \"the order's sort: launched as "
+        "runtime/LinearCeOrder.cpp says\");\n",
+        kCeRadixThreads, kCeRadixItems, kCeRadixDigits);
   for (auto [cta, threads, smem] : module_ctas(module))
     s += fmt::format(
         "static_assert(tilejit_ce::{0}::kThreads == {1} && tilejit_ce::{0}::kSmemBytes == {2}, "

@@ -75,6 +75,9 @@ inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (
 inline constexpr size_t kCeMergeParamsBytes = 152;
 // linear_ce_merge's blocks: kCeMergeRows rows x kCeMergeThreads threads (asserted likewise)
 inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
+// The vocabulary order's radix sort: blocks of kCeRadixThreads threads over kCeRadixItems items
+// each, one byte (kCeRadixDigits digits) per pass (asserted likewise)
+inline constexpr int kCeRadixThreads = 256, kCeRadixItems = 2048, kCeRadixDigits = 256;
 inline constexpr size_t kCeClassifyParamsBytes = 424;
 inline constexpr size_t kCeBwdParamsBytes = 976;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.

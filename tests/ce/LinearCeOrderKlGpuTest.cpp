@@ -22,6 +22,69 @@ TEST_F(LinearCeGpu, OrderedByAverageLogit) {
   EXPECT_LT(ordered.surviving(), 0.3);
 }
 
+// The average-logit order is sorted on the device. With scores that fp32 computes exactly (small
+// integer weights, biases and hidden states, 256 kept rows: every sum an integer below 2^24, the
+// mean a multiple of 1/256), it is order_by_score's order of the exact scores, bit for bit, with
+// its inverse: many ties (kept in ascending row order), segments of many sort blocks (the last
+// one partial), a bias.
+TEST_F(LinearCeGpu, AverageLogitOrderIsTheHostSortOfExactScores) {
+  const int64_t n = 256, d = 64;
+  const std::vector<SegSpec> segs = {{0, 70001, true}, {70101, 3001, false}};
+  const LossProgram prog =
+      std::get<LossProgram>(parse_program("loss exact_scores {\n" + layout_text(segs) + "}\n"));
+  std::mt19937 rng(41);
+  auto ints = [&](size_t count, int lo, int hi) {
+    std::uniform_int_distribution<int> pick(lo, hi);
+    std::vector<float> v(count);
+    for (float& x : v) x = static_cast<float>(pick(rng));
+    return v;
+  };
+  std::vector<DeviceBuffer> keep;
+  auto upload = [&](const std::vector<float>& v, std::vector<int64_t> shape, std::string name) {
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = to_bits(v[i], DType::BF16);  // exact
+    keep.push_back(DeviceBuffer::from_host(bits));
+    return TensorView::contiguous(keep.back().data(), DType::BF16, std::move(shape),
+                                  TensorView::Where::Device, std::move(name));
+  };
+  const std::vector<float> hidden = ints(n * d, -1, 1);
+  std::vector<double> column_sum(d, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < d; ++k) column_sum[k] += hidden[r * d + k];
+  Bindings bind;
+  std::vector<std::vector<float>> scores;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const std::vector<float> w = ints(segs[s].size * d, -2, 2);
+    const std::vector<float> b = segs[s].bias ? ints(segs[s].size, -8, 8) : std::vector<float>();
+    bind.buffer(fmt::format("W{}", s), upload(w, {segs[s].size, d}, "W"));
+    if (segs[s].bias) bind.buffer(fmt::format("b{}", s), upload(b, {segs[s].size}, "b"));
+    scores.emplace_back(segs[s].size);
+    for (int64_t v = 0; v < segs[s].size; ++v) {
+      double dot = 0;
+      for (int64_t k = 0; k < d; ++k) dot += w[v * d + k] * column_sum[k];
+      scores[s][v] = static_cast<float>(dot / n + (b.empty() ? 0.0 : b[v]));
+    }
+  }
+  std::vector<int32_t> targets(n);
+  for (int32_t& t : targets) t = static_cast<int32_t>(rng() % segs[0].size);
+  keep.push_back(DeviceBuffer::from_host(targets));
+  const TensorView target_view = TensorView::contiguous(keep.back().data(), DType::I32, {n},
+                                                        TensorView::Where::Device, "targets");
+  LinearCeOptions options;
+  options.vocab_ordering = VocabOrdering::State;
+  options.vocab_order = VocabOrder::by_average_logit(1);
+  linear_cross_entropy_forward(prog, upload(hidden, {n, d}, "E"), bind, target_view, options,
+                               nullptr);
+  const std::shared_ptr<const VocabOrderTables> tables = options.vocab_order->current();
+  ASSERT_TRUE(tables);
+  ASSERT_EQ(tables->segments(), segs.size());
+  for (size_t s = 0; s < segs.size(); ++s) {
+    const std::vector<int32_t> want = order_by_score(scores[s].data(), segs[s].size);
+    EXPECT_EQ(tables->order(s), want) << "segment " << s;
+    EXPECT_EQ(tables->rank(s), inverse_order(want)) << "segment " << s;
+  }
+}
+
 // The ordered path (position-order weight copy, staged rows, pool scratch) with the forward and
 // the backward on different streams and the state dropped as soon as the backward is enqueued:
 // right results, and the same again from a second step served by the pool. A smoke test of the

@@ -119,18 +119,19 @@ loss two {
 })"));
 }
 
-// A stand-in pre-pass: fresh random scores per call, counted, the last ones kept.
+// A stand-in pre-pass: fresh random scores per call, counted, the last ones kept, sorted on the
+// host.
 struct FakePrePass {
   std::mt19937 rng{11};
   int calls = 0;
   VocabOrder::Scores last;
-  VocabOrder::Scores operator()() {
+  std::shared_ptr<const VocabOrderTables> operator()() {
     ++calls;
     std::normal_distribution<float> normal;
     last = {std::vector<float>(300), std::vector<float>(50)};
     for (auto& seg : last)
       for (float& x : seg) x = normal(rng);
-    return last;
+    return VocabOrderTables::by_score(last);
   }
 };
 
@@ -143,6 +144,7 @@ TEST(VocabOrder, RebuildsEveryKForwardsFromThePrePass) {
   EXPECT_TRUE(visit.filter);
   std::shared_ptr<const VocabOrderTables> first = visit.tables;
   ASSERT_TRUE(first);
+  EXPECT_EQ(state->current(), first);
   EXPECT_EQ(pass.calls, 1);
   ASSERT_EQ(first->segments(), 2u);
   EXPECT_EQ(first->order(0), order_by_score(pass.last[0].data(), 300));
@@ -209,7 +211,9 @@ TEST(VocabOrder, ANewLayoutIsRebuiltAtOnce) {
   LossProgram one =
       std::get<LossProgram>(parse_program("loss one {\n  segment v : [0, 64) weight W\n}\n"));
   auto tables =
-      state->for_forward(one, [] { return VocabOrder::Scores{std::vector<float>(64, 1.f)}; })
+      state
+          ->for_forward(one,
+                        [] { return VocabOrderTables::by_score({std::vector<float>(64, 1.f)}); })
           .tables;
   ASSERT_TRUE(tables);
   EXPECT_EQ(tables->segments(), 1u);
@@ -222,9 +226,9 @@ TEST(VocabOrder, FixedOrderIsTheCallersAndChecked) {
   std::iota(base.rbegin(), base.rend(), 0);  // reversed
   std::iota(extra.begin(), extra.end(), 0);
   auto state = VocabOrder::fixed({base, extra});
-  auto never = []() -> VocabOrder::Scores {
+  auto never = []() -> std::shared_ptr<const VocabOrderTables> {
     ADD_FAILURE() << "a fixed order ran the pre-pass";
-    return {};
+    return nullptr;
   };
   auto tables = state->for_forward(prog, never).tables;
   ASSERT_TRUE(tables);
