@@ -253,13 +253,15 @@ if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
   default="causal_fwd|--masks causal $shape|fwd_sm90;causal_bwd|--masks causal $shape|bwd_sm90"
   default+=";document_fwd|--masks document_causal $shape|fwd_sm90"
   default+=";alibi_fwd|--masks alibi_causal $shape|fwd_sm90;softcap_fwd|--masks softcap_causal $shape|fwd_sm90"
-  # PROFILE: "name|harness args|kernel regex[|harness];..." (harness: a program of $bdir/bench,
-  # default attention_gpu_bench; e.g. linear_ce_gpu_bench for the CE kernels)
+  # PROFILE: "name|harness args|kernel regex[|harness[|skip[|count]]]];..." (harness: a program
+  # of $bdir/bench, default attention_gpu_bench; e.g. linear_ce_gpu_bench for the CE kernels;
+  # skip / count: the matching launches skipped, then profiled, default 2 / 1)
   IFS=';' read -ra entries <<<"${PROFILE:-$default}"
   for e in "${entries[@]}"; do
-    IFS='|' read -r name args regex harness <<<"$e"
+    IFS='|' read -r name args regex harness skip count <<<"$e"
     TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout ${PROFILE_TIMEOUT:-150} ncu --set full \
-      -k "regex:$regex" --launch-skip 2 --launch-count 1 -o "$out/prof_$name" -f \
+      -k "regex:$regex" --launch-skip "${skip:-2}" --launch-count "${count:-1}" \
+      -o "$out/prof_$name" -f \
       $bdir/bench/${harness:-attention_gpu_bench} $args >"$out/prof_$name.log" 2>&1
     note "profile $name: rc=$?"
     ncu --import "$out/prof_$name.ncu-rep" --page details >"$out/prof_$name.txt" 2>&1
@@ -268,6 +270,11 @@ if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
       "$out/prof_$name.raw.txt" | awk '$NF+0 > 5 {print "  " $1, $NF}' | tee -a "$summary"
     grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy|No Eligible) " \
       "$out/prof_$name.txt" | sed "s/^ */  /" | tee -a "$summary"
+    # the largest stall reasons (cycles per issued instruction, summed over the launches)
+    grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio " \
+      "$out/prof_$name.raw.txt" | awk '{v[$1] += $NF} END {for (k in v) print v[k], k}' |
+      sort -rn | head -6 | sed "s/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//; s/^/  stall /" |
+      tee -a "$summary"
   done
 fi
 echo "==== summary ===="
