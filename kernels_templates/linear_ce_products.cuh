@@ -253,6 +253,11 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   __shared__ int tiles[1024];             // the chunk's visited tiles of this row tile, in order
   __shared__ int blocks[1024];            // ... their blocks of G
   __shared__ unsigned char halves[1024];  // ... and their computed halves (linear_ce_tiles.cuh)
+  // On the Hopper loop, each visited tile's box of weights: its tensor map (the segment's, or
+  // kMaxSegments for the staged rows) and first row there, looked up once rather than by the
+  // loading thread before every step (two dependent global loads in its path to the copies)
+  __shared__ unsigned char b_maps[1024];
+  __shared__ int b_rows[1024];
   __shared__ int range[2];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
@@ -288,6 +293,12 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     tiles[i] = tile;
     blocks[i] = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
     halves[i] = pair_halves(p.pair_list[p.pair_first[p.chunk_first] + blocks[i]].y);
+    if constexpr (Cta::kWarpSpecialized) {
+      const int si = tile_segment(L, tile);
+      const CeSegment& S = L.seg[si];
+      b_maps[i] = S.order ? kMaxSegments : si;
+      b_rows[i] = (S.order ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds;
+    }
   }
   __syncthreads();
 
@@ -308,19 +319,16 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
   // 64 x 256 tile (four panels), from the segment's rows or, with an order, from the staged rows
   // (the chunk's staged tiles in visiting order).
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    const int tile = tiles[step >> 1], half = step & 1;
-    const int si = tile_segment(L, tile);
-    const CeSegment& S = L.seg[si];
+    const int i = step >> 1, half = step & 1;
     tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
 #pragma unroll
     for (int j = 0; j < kTileRows / 64; ++j)
-      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, half * 64,
-                       blocks[step >> 1] * kTileRows + 64 * j, full);
+      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, half * 64, blocks[i] * kTileRows + 64 * j,
+                       full);
     const u32 b_tile = a_tile + Cta::kAElems * 2;
-    const bool staged = S.order != nullptr;
-    const tjk::TmaDescriptor* b_map = staged ? &maps.staged : &maps.weight[si];
-    const int b_row =
-        (staged ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds + half * 64;
+    const int si = b_maps[i];
+    const tjk::TmaDescriptor* b_map = si == kMaxSegments ? &maps.staged : &maps.weight[si];
+    const int b_row = b_rows[i] + half * 64;
 #pragma unroll
     for (int j = 0; j < Cta::kN / 64; ++j)
       tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
