@@ -1,5 +1,6 @@
 #include "runtime/VocabOrder.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "compiler/Error.h"
@@ -42,7 +43,13 @@ std::shared_ptr<const VocabOrderTables> VocabOrderTables::on_device(
 }
 
 VocabOrderTables::~VocabOrderTables() {
-  if (ready_) Driver::get()->event_destroy(ready_);
+  if (!ready_) return;
+  try {
+    Driver::get()->event_destroy(ready_);
+  } catch (const Error& e) {
+    // A destructor must not throw; a failed destroy means the context is already broken.
+    std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
+  }
 }
 
 void VocabOrderTables::upload() const {
