@@ -174,6 +174,25 @@ __device__ __forceinline__ void write_unvisited_dweight_tile(const CeBwdParams& 
   }
 }
 
+// A 16-bit dC tile staged in f32 (`staged`, row stride `stride` floats, columns d0..) out to the
+// segment's rows in E's dtype, each entry rounded once: two columns per thread and step, rows
+// whole, by Cta's computing threads.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void write_staged_dweight_tile(const CeBwdParams& p, const CeSegment& S,
+                                                          int lbase, int d0, const float* staged,
+                                                          int stride) {
+  constexpr int kPairs = Cta::kN / 2;
+  const int rows = min(kTileIds, S.size - lbase), pairs = min(Cta::kN, p.rows.dim - d0) / 2;
+  for (int i = threadIdx.x; i < rows * kPairs; i += Cta::kComputeThreads) {
+    const int r = i / kPairs, c = i % kPairs;
+    if (c >= pairs) continue;
+    const float2 v = *reinterpret_cast<const float2*>(staged + r * stride + 2 * c);
+    *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
+                            (long long)seg_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
+        pack2<kF16>(v.x, v.y);
+  }
+}
+
 // dbias at `slot`: the sum of t_k over rows whose target sits there as a correction, in order.
 __device__ __forceinline__ float target_bias_correction(const CeBwdParams& p, int slot) {
   const int tile = slot / kTileIds;
@@ -400,13 +419,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   const int count = p.col_count[tile];
   const int block0 = count > 0 ? chunk_block(p, tile, 0) : 0;  // its pairs' blocks follow
-  // A tile that no row tile visits and no target correction lands in is its smoothing term
-  // alone (or zero): every thread writes it out at once, without the ring (the later chunks of
-  // a filtered backward are mostly such tiles; dC of a Gemma-2 state step: -3% under ncu).
-  if (count == 0 && !tile_holds_corrections(p, tile)) {
-    write_unvisited_dweight_tile<kF16>(p, S, lbase, d0, Cta::kN);
-    return;
-  }
+  if (count == 0) return;  // linear_ce_dweight_cold writes the tiles no row tile visits
 
   // K steps: the computed halves of the visited pairs, in order (HalfSteps).
   const int steps = p.col_steps[tile];
@@ -492,17 +505,58 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   add_target_rows_dweight<Cta, kF16>(
       p, tile, d0, [&](int at, int d, float v) { staged_tile[at * kStagedStride + d - d0] += v; });
   compute_threads_sync<Cta>();
-  // Out in E's dtype, two columns per thread and step, rows whole.
-  constexpr int kPairs = Cta::kN / 2;
-  const int rows = min(kTileIds, S.size - lbase), pairs = min(Cta::kN, R.dim - d0) / 2;
-  for (int i = threadIdx.x; i < rows * kPairs; i += Cta::kComputeThreads) {
-    const int r = i / kPairs, c = i % kPairs;
-    if (c >= pairs) continue;
-    const float2 v = *reinterpret_cast<const float2*>(staged_tile + r * kStagedStride + 2 * c);
-    *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
-                            (long long)seg_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
-        pack2<kF16>(v.x, v.y);
+  write_staged_dweight_tile<Cta, kF16>(p, S, lbase, d0, staged_tile, kStagedStride);
+}
+
+// The CTA of linear_ce_dweight_cold: one thread per dC column of its 128 and the f32 staging of
+// a 16-bit tile (128 rows of them) in shared memory, small enough for three CTAs per SM.
+struct CeColdCta {
+  static constexpr bool kWarpSpecialized = false;
+  static constexpr int kN = 128, kComputeThreads = 128, kThreads = 128;
+  static constexpr int kStagedStride = kN + 8;  // floats, as linear_ce_dweight's staging
+  static constexpr int kSmemBytes = kTileIds * kStagedStride * 4;
+};
+
+// Grid (ceil(dim / 128), chunk tiles), CeColdCta's threads and dynamic shared memory: dC of the
+// chunk's vocabulary tiles that no row tile visits (linear_ce_dweight writes the visited ones):
+// the smoothing term (or zero) in every row plus the target corrections landing there, exactly
+// as linear_ce_dweight's epilogue would write them after no products. A filtered backward's
+// later chunks are mostly such tiles; in linear_ce_dweight's CTAs (192 KiB) each took an SM for
+// a few global round trips.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dweight_cold(const CeBwdParams& p) {
+  typedef CeColdCta Cta;
+  extern __shared__ __align__(16) float cold_staged[];
+  const int tile = p.chunk_first + blockIdx.y, d0 = blockIdx.x * Cta::kN;
+  if (p.col_count[tile] != 0) return;
+  const CeSegment& S = p.layout.seg[tile_segment(p.layout, tile)];
+  const int lbase = (tile - S.first_tile) * kTileIds;
+  if (!tile_holds_corrections(p, tile)) {
+    write_unvisited_dweight_tile<kF16>(p, S, lbase, d0, Cta::kN);
+    return;
   }
+  // Zero products plus the smoothing term, as linear_ce_dweight's epilogue adds it (its +0 too).
+  const int d = d0 + threadIdx.x, rows = min(kTileIds, S.size - lbase);
+  const bool in = d < p.rows.dim;
+  const float smooth = p.weight_colsum ? -p.uniform : 0.f;
+  float v = 0.f;
+  if (in && smooth != 0.f) v += smooth * p.hidden_wsum[d];
+  if (S.d_weight_16) {  // corrections land here (target_grad is set): staged, rounded once
+    for (int r = 0; r < rows; ++r) cold_staged[r * Cta::kStagedStride + threadIdx.x] = v;
+    add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int dd, float x) {
+      cold_staged[at * Cta::kStagedStride + dd - d0] += x;
+    });
+    __syncthreads();
+    write_staged_dweight_tile<Cta, kF16>(p, S, lbase, d0, cold_staged, Cta::kStagedStride);
+    return;
+  }
+  float* d_weight = static_cast<float*>(S.d_weight);
+  if (in)
+    for (int r = 0; r < rows; ++r)
+      d_weight[(long long)seg_row(S, lbase + r) * S.d_weight_stride + d] = v;
+  add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int dd, float x) {
+    d_weight[(long long)seg_row(S, lbase + at) * S.d_weight_stride + dd] += x;
+  });
 }
 
 // One thread per position of the chunk: dbias = column sum of G over visited row tiles (in
@@ -540,6 +594,11 @@ __global__ void __launch_bounds__(CeProductCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_dweight_kernel(const __grid_constant__ CeBwdParams p,
                              const __grid_constant__ CeBwdMaps maps) {
   linear_ce_dweight<kF16, kSm90Loop>(p, maps);
+}
+template <bool kF16>
+__global__ void __launch_bounds__(CeColdCta::kThreads, 3)
+    linear_ce_dweight_cold_kernel(const __grid_constant__ CeBwdParams p) {
+  linear_ce_dweight_cold<kF16>(p);
 }
 template <bool kF16>
 __global__ void linear_ce_dbias_kernel(const __grid_constant__ CeBwdParams p) {

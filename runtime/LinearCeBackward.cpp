@@ -299,6 +299,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
+  CUfunction dweight_cold =
+      K.function(LossModule::Products, "linear_ce_dweight_cold", kCeColdSmemBytes);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
   CUfunction stage =
       stage_weights ? K.function(LossModule::Rows, "linear_ce_stage_weights") : nullptr;
@@ -331,6 +333,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       run(dhidden, {dtiles, static_cast<unsigned>(row_tiles)}, threads, product_smem, stream, p,
           maps);
     run(dweight, {dtiles, chunk}, threads, product_smem, stream, p, maps);
+    if (ch.visited_tiles < ch.tiles)  // the tiles no row tile visits
+      run(dweight_cold, {blocks(dim, 128), chunk}, {unsigned(kCeColdThreads)}, kCeColdSmemBytes,
+          stream, p);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }
   return g;

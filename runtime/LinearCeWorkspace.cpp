@@ -140,12 +140,13 @@ CeBackwardPlan plan_backward_chunks(const std::vector<int32_t>& pairs,
     if (chunk.tiles > 0 &&
         (chunk.tiles == CeBackwardPlan::kMaxChunkTiles || bytes + need > budget_bytes)) {
       close();
-      chunk = CeBackwardChunk{int(t), 0, 0, 0};
+      chunk = CeBackwardChunk{int(t), 0, 0, 0, 0};
       bytes = 0;
     }
     ++chunk.tiles;
     chunk.pairs += pairs[t];
     chunk.staged_tiles += staged[t] ? 1 : 0;
+    chunk.visited_tiles += pairs[t] > 0 ? 1 : 0;
     bytes += need;
   }
   if (chunk.tiles > 0) close();

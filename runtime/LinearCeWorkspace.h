@@ -69,6 +69,7 @@ std::string describe(const LinearCeWorkspace& ws);
 struct CeBackwardChunk {
   int first_tile = 0, tiles = 0;
   int64_t pairs = 0, staged_tiles = 0;
+  int visited_tiles = 0;  // tiles with a visited pair (the others: linear_ce_dweight_cold)
 };
 struct CeBackwardPlan {
   static constexpr int kMaxChunkTiles = 1024;  // dE's per-CTA list of a chunk's tiles

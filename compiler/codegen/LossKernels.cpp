@@ -65,6 +65,8 @@ const std::vector<CeEntry>& entries() {
        "tilejit_ce::CeProductCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ tilejit_ce::CeBwdParams p, "
        "const __grid_constant__ tilejit_ce::CeBwdMaps maps"},
+      {M::Products, "linear_ce_dweight_cold", "<kF16>", "tilejit_ce::CeColdCta::kThreads, 3",
+       "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Products, "linear_ce_dbias", "<kF16>", "",
        "const __grid_constant__ tilejit_ce::CeBwdParams p"},
       {M::Rows, "linear_ce_check_targets_i32", "", "1024",
@@ -167,7 +169,8 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
               {"CeGradPingpongCta", kCeGradSm90Threads, kCeGradSm90SmemBytes}};
     case LossModule::Products:
       return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes},
-              {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes}};
+              {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes},
+              {"CeColdCta", kCeColdThreads, kCeColdSmemBytes}};
     case LossModule::Rows: return {};
   }
   internal_error("unknown loss module");

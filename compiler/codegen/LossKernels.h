@@ -91,5 +91,7 @@ inline constexpr int kCeGradSm90Threads = 384, kCeGradSm90SmemBytes = 196608;
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
 // CeProductWsCta: the products on the Hopper loop on sm_90a
 inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;
+// linear_ce_dweight_cold's CeColdCta (the vocabulary tiles no row tile visits)
+inline constexpr int kCeColdThreads = 128, kCeColdSmemBytes = 69632;
 
 }  // namespace tilejit

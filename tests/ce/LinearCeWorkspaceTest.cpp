@@ -148,6 +148,9 @@ TEST(LinearCeWorkspace, SparseBackwardNeedsFewerChunksThanDense) {
   EXPECT_EQ(s.chunks[0].tiles, 282);
   EXPECT_EQ(s.chunks[1].pairs, 78 * 58);
   EXPECT_EQ(s.chunks[1].tiles, CeBackwardPlan::kMaxChunkTiles);
+  EXPECT_EQ(s.chunks[1].visited_tiles, 78);
+  EXPECT_EQ(s.chunks[2].visited_tiles, 0);
+  EXPECT_EQ(d.chunks[0].visited_tiles, d.chunks[0].tiles);
 }
 
 TEST(LinearCeWorkspace, OneTileBeyondTheBudgetGetsAChunkOfItsOwn) {

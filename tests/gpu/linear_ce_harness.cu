@@ -174,6 +174,7 @@ struct Runner {
                             CeProductCta::kSmemBytes));
     CK(cudaFuncSetAttribute(linear_ce_dweight_kernel<false, true>, smem,
                             CeProductWsCta::kSmemBytes));
+    CK(cudaFuncSetAttribute(linear_ce_dweight_cold_kernel<false>, smem, CeColdCta::kSmemBytes));
   }
   ~Runner() {
     cudaFree(base);
@@ -448,6 +449,10 @@ struct Runner {
           linear_ce_dhidden_kernel<false, false><<<dhidden_grid, threads, bytes>>>(p, maps);
         linear_ce_dweight_kernel<false, false><<<dweight_grid, threads, bytes>>>(p, maps);
       }
+      // the tiles no row tile visits
+      linear_ce_dweight_cold_kernel<false>
+          <<<dim3((P.dim + CeColdCta::kN - 1) / CeColdCta::kN, p.chunk_tiles), CeColdCta::kThreads,
+             CeColdCta::kSmemBytes>>>(p);
       if (has_bias())
         linear_ce_dbias_kernel<false><<<(p.chunk_tiles * kTileIds + 255) / 256, 256>>>(p);
     }
