@@ -51,6 +51,8 @@ __device__ __forceinline__ void linear_ce_average_logit(const u16* weight, long 
 // linear_ce_radix_scatter (each block writes its items to their digit's next places, in item
 // order). Every count and place is exact integer arithmetic: the same output on every run.
 constexpr int kRadixThreads = 256, kRadixItems = 2048, kRadixDigits = 256;
+static_assert(kRadixThreads == kRadixDigits, "a thread per digit: the histograms and places");
+static_assert(kRadixItems % kRadixThreads == 0, "whole rounds of kRadixThreads items");
 
 // The key of order_by_score (runtime/VocabOrderPlan.cpp): ascending keys are descending scores,
 // -0 ties with +0, NaN after everything.
@@ -85,8 +87,8 @@ __device__ __forceinline__ void linear_ce_radix_counts(const u32* keys, int n, i
   counts[threadIdx.x * gridDim.x + blockIdx.x] = hist[threadIdx.x];
 }
 
-// counts[0 .. total) replaced by their exclusive prefix sums. One block of 1024 threads, each
-// summing a contiguous run of entries.
+// counts[0 .. total) replaced by their exclusive prefix sums. One block (any multiple of 32
+// threads up to 1024; launched with 1024), each thread summing a contiguous run of entries.
 __device__ __forceinline__ void linear_ce_radix_offsets(int* counts, int total) {
   __shared__ int scratch[33];
   const int per = (total + blockDim.x - 1) / blockDim.x;

@@ -289,6 +289,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       return order_by_average_logit(pass, driver, stream);
     });
     if (!st->order.filter) st->threshold = 0;
+    // An order built on the device by an earlier step on another stream: this stream waits.
+    if (st->order.tables) st->order.tables->ready_on(stream);
     st->layout = with_order(st->layout, st->order.tables.get());
     if (P.kl) st->teacher.layout = with_order(st->teacher.layout, st->order.tables.get());
   }

@@ -71,6 +71,10 @@ void VocabOrderTables::download() const {
   });
 }
 
+void VocabOrderTables::ready_on(CUstream stream) const {
+  if (ready_) Driver::get()->stream_wait_event(stream, ready_);
+}
+
 const std::vector<int32_t>& VocabOrderTables::order(size_t s) const {
   download();
   return order_[s];

@@ -54,6 +54,9 @@ class VocabOrderTables {
   // Device copies, uploaded on the first call (needs a current context).
   const int32_t* device_order(size_t s) const;
   const int32_t* device_rank(size_t s) const;
+  // Work enqueued on `stream` from now on runs after the device copies are complete (tables
+  // built on the device on another stream: an event wait, no host wait; otherwise nothing).
+  void ready_on(CUstream stream) const;
 
  private:
   VocabOrderTables() = default;
