@@ -6,14 +6,16 @@
 //                      the smoothing and target corrections);
 //   linear_ce_dweight  dC[vocab tile, d tile] = G[:, vocab tile]^T . E[:, d tile] over
 //                      the vocabulary tile's visited row tiles, then its target corrections;
+//   linear_ce_dweight_cold  dC of the tiles no row tile visits: the smoothing term and target
+//                      corrections alone, in small CTAs;
 //   linear_ce_dbias    column sums of G, plus target corrections.
 // Every output element has exactly one writer and a fixed summation order: results are
 // bit-identical run to run without atomics. Launch shapes: dhidden / dweight
 // CeProductCtaOf<kSm90Loop>::type's (CeProductCta, or the warp-specialised CeProductWsCta where
 // the module asks for the Hopper loop, ce_wgmma.cuh, with kSm90Loop and is compiled for sm_90a:
-// 384 threads, 192 KiB). dE is fp32; dC fp32 or E's 16-bit type (CeSegment::d_weight_16, each
-// entry rounded once); dE rows of ignored rows are zeroed by linear_ce_row_grad, every dC row and
-// dbias entry is written by this pass.
+// 384 threads, 192 KiB); dweight_cold CeColdCta's. dE is fp32; dC fp32 or E's 16-bit type
+// (CeSegment::d_weight_16, each entry rounded once); dE rows of ignored rows are zeroed by
+// linear_ce_row_grad, every dC row and dbias entry is written by this pass.
 #pragma once
 
 #include "linear_ce_bwd.cuh"
@@ -405,8 +407,9 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     }
 }
 
-// Grid (ceil(dim / 256), chunk tiles): dC for one vocabulary tile, written once (plus its target
-// corrections); a tile's dim tiles neighbours in the launch order, so they share its blocks of G.
+// Grid (ceil(dim / 256), chunk tiles): dC for one vocabulary tile that some row tile visits,
+// written once (plus its target corrections; linear_ce_dweight_cold writes the others); a tile's
+// dim tiles neighbours in the launch order, so they share its blocks of G.
 template <bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
   typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
@@ -418,8 +421,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int lbase = (tile - S.first_tile) * kTileIds;
   const int* list = p.col_list + (long long)tile * p.num_row_tiles;
   const int count = p.col_count[tile];
-  const int block0 = count > 0 ? chunk_block(p, tile, 0) : 0;  // its pairs' blocks follow
   if (count == 0) return;  // linear_ce_dweight_cold writes the tiles no row tile visits
+  const int block0 = chunk_block(p, tile, 0);  // its pairs' blocks follow
 
   // K steps: the computed halves of the visited pairs, in order (HalfSteps).
   const int steps = p.col_steps[tile];

@@ -299,8 +299,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   }
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
-  CUfunction dweight_cold =
-      K.function(LossModule::Products, "linear_ce_dweight_cold", kCeColdSmemBytes);
+  // The cold tiles' f32 staging serves 16-bit dC with target corrections only; without it more
+  // CTAs share an SM.
+  bool cold_staging = false;
+  for (size_t s = 0; s < num_segments; ++s)
+    cold_staging |= layout.seg[s].d_weight_16 && p.target_grad != nullptr;
+  const int cold_smem = cold_staging ? kCeColdSmemBytes : 0;
+  CUfunction dweight_cold = K.function(LossModule::Products, "linear_ce_dweight_cold", cold_smem);
   CUfunction dbias = K.function(LossModule::Products, "linear_ce_dbias");
   CUfunction stage =
       stage_weights ? K.function(LossModule::Rows, "linear_ce_stage_weights") : nullptr;
@@ -332,10 +337,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     if (ch.pairs > 0 || p.first_chunk)
       run(dhidden, {dtiles, static_cast<unsigned>(row_tiles)}, threads, product_smem, stream, p,
           maps);
-    run(dweight, {dtiles, chunk}, threads, product_smem, stream, p, maps);
+    if (ch.visited_tiles > 0) run(dweight, {dtiles, chunk}, threads, product_smem, stream, p, maps);
     if (ch.visited_tiles < ch.tiles)  // the tiles no row tile visits
-      run(dweight_cold, {blocks(dim, 128), chunk}, {unsigned(kCeColdThreads)}, kCeColdSmemBytes,
-          stream, p);
+      run(dweight_cold, {blocks(dim, 128), chunk}, {unsigned(kCeColdThreads)}, cold_smem, stream,
+          p);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
   }
   return g;
