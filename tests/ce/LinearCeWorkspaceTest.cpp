@@ -68,14 +68,16 @@ void expect_valid_plan(const CeBackwardPlan& plan, const std::vector<int32_t>& p
     ASSERT_EQ(size_t(ch.first_tile), next) << "chunk " << c;
     ASSERT_GE(ch.tiles, 1);
     ASSERT_LE(ch.tiles, CeBackwardPlan::kMaxChunkTiles);
-    int64_t bytes = 0, p = 0, st = 0;
+    int64_t bytes = 0, p = 0, st = 0, visited = 0;
     for (int t = ch.first_tile; t < ch.first_tile + ch.tiles; ++t) {
       bytes += need(t);
       p += pairs[t];
       st += staged[t] ? 1 : 0;
+      visited += pairs[t] > 0 ? 1 : 0;
     }
     EXPECT_EQ(ch.pairs, p);
     EXPECT_EQ(ch.staged_tiles, st);
+    EXPECT_EQ(ch.visited_tiles, visited) << "chunk " << c;
     if (ch.tiles > 1) {
       EXPECT_LE(bytes, budget) << "chunk " << c;
     }
