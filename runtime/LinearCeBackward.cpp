@@ -1,8 +1,8 @@
 // The fused linear cross-entropy's backward (runtime/LinearCe.h): classification of the
 // (row tile, vocabulary tile) grid from the forward's tile maxima, the choice between a filtered
 // and the exact backward, the vocabulary chunks that the visited pairs' G blocks fill, and the
-// kernels of kernels_templates/linear_ce_bwd.cuh (G) and linear_ce_products.cuh (dE, dC, dbias)
-// per chunk.
+// kernels of kernels_templates/linear_ce_bwd.cuh (G), linear_ce_products.cuh (dE, dC, dbias)
+// and linear_ce_corrections.cuh (dC of the unvisited tiles) per chunk.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -249,7 +249,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     p.grad_sum = gsum;
   }
 
-  if (some_skipped) {  // targets in skipped tiles: sparse corrections (linear_ce_products.cuh)
+  if (some_skipped) {  // targets in skipped tiles: sparse corrections (linear_ce_corrections.cuh)
     p.target_grad = static_cast<float*>(bwd(ws.target_grad));
     p.target_slot = static_cast<int32_t*>(bwd(ws.target_slot));
     void* target_params[] = {const_cast<unsigned char*>(st.args.data()), &p};

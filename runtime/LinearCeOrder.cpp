@@ -10,9 +10,6 @@ namespace tilejit::linear_ce {
 
 namespace {
 
-constexpr int32_t kRadixThreads = kCeRadixThreads, kRadixItems = kCeRadixItems,
-                  kRadixDigits = kCeRadixDigits;
-
 unsigned blocks(int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); }
 
 template <class... A>
@@ -30,11 +27,11 @@ std::shared_ptr<const VocabOrderTables> order_by_average_logit(const PrePass& pa
   const int32_t is_f16 = pass.is_f16;
   int32_t largest = 1;
   for (int32_t s = 0; s < L.num_segments; ++s) largest = std::max(largest, L.seg[s].size);
-  const int32_t max_blocks = static_cast<int32_t>(blocks(largest, kRadixItems));
+  const int32_t max_blocks = static_cast<int32_t>(blocks(largest, kCeRadixItems));
   // partial sums [parts, dim], hidden_sum [dim], scores [live ids]; the sort's keys (two
   // buffers), ids (one; the other is the order) and digit counts; freed in stream order
   const size_t floats = size_t(parts + 1) * dim + std::max(L.live_ids, 1);
-  const size_t words = 3 * size_t(largest) + size_t(kRadixDigits) * max_blocks;
+  const size_t words = 3 * size_t(largest) + size_t(kCeRadixDigits) * max_blocks;
   DeviceBuffer scratch = DeviceBuffer::on_stream((floats + words) * 4, stream);
   float* partial = static_cast<float*>(scratch.data());
   float* hidden_sum = partial + int64_t(parts) * dim;
@@ -66,14 +63,14 @@ std::shared_ptr<const VocabOrderTables> order_by_average_logit(const PrePass& pa
     int32_t* ids[2] = {order, ids_scratch};
     run(pass.order_keys, {blocks(n, 256)}, {256}, stream, static_cast<const float*>(seg_scores), n,
         keys[0], ids[0]);
-    const unsigned sort_blocks = blocks(n, kRadixItems);
-    const int32_t total = kRadixDigits * static_cast<int32_t>(sort_blocks);
+    const unsigned sort_blocks = blocks(n, kCeRadixItems);
+    const int32_t total = kCeRadixDigits * static_cast<int32_t>(sort_blocks);
     for (int32_t pass_index = 0; pass_index < 4; ++pass_index) {
       const int32_t shift = 8 * pass_index, from = pass_index & 1, to = from ^ 1;
-      run(pass.radix_counts, {sort_blocks}, {kRadixThreads}, stream,
+      run(pass.radix_counts, {sort_blocks}, {kCeRadixThreads}, stream,
           static_cast<const uint32_t*>(keys[from]), n, shift, counts);
       run(pass.radix_offsets, {1}, {1024}, stream, counts, total);
-      run(pass.radix_scatter, {sort_blocks}, {kRadixThreads}, stream,
+      run(pass.radix_scatter, {sort_blocks}, {kCeRadixThreads}, stream,
           static_cast<const uint32_t*>(keys[from]), static_cast<const int32_t*>(ids[from]), n,
           shift, static_cast<const int32_t*>(counts), keys[to], ids[to]);
     }
