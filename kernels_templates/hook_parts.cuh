@@ -57,6 +57,17 @@ struct PartPositionFree<T, typename HookPartsVoid<decltype(T::kPositionFree)>::t
   static constexpr bool value = T::kPositionFree;
 };
 
+// Whether the program declares score_log2 (marked `kScoreLog2`: the generator folded the
+// multiplications around score_mod per row, compiler/codegen/ScoreFold.h).
+template <class Prog, class = void>
+struct ScoreLog2Declared {
+  static constexpr bool value = false;
+};
+template <class Prog>
+struct ScoreLog2Declared<Prog, typename HookPartsVoid<decltype(Prog::kScoreLog2)>::type> {
+  static constexpr bool value = Prog::kScoreLog2;
+};
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -92,6 +103,12 @@ struct HookParts {
   __device__ __forceinline__ static float grad(const Args& a, NoHookPart, NoHookPart, float s,
                                                int b, int h, int q, int kv) {
     return Prog::score_grad(a, s, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float score_log2(const Args& a, NoHookPart, NoHookPart,
+                                                     float acc, float scale, int b, int h, int q,
+                                                     int kv) {
+    return Prog::score_mod(a, acc * scale, b, h, q, kv) * 1.4426950408889634f;  // log2e
   }
 };
 
@@ -144,6 +161,16 @@ struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
   __device__ __forceinline__ static float grad(const Args& a, const GradQ& qp, const GradKv& kp,
                                                float s, int b, int h, int q, int kv) {
     return Prog::score_grad(a, qp, kp, s, b, h, q, kv);
+  }
+  // log2e * score_mod(scale * acc): the generated fold where there is one.
+  template <class Args>
+  __device__ __forceinline__ static float score_log2(const Args& a, const ScoreQ& qp,
+                                                     const ScoreKv& kp, float acc, float scale,
+                                                     int b, int h, int q, int kv) {
+    if constexpr (ScoreLog2Declared<Prog>::value)
+      return Prog::score_log2(a, qp, kp, acc, scale, b, h, q, kv);
+    else
+      return Prog::score_mod(a, qp, kp, acc * scale, b, h, q, kv) * 1.4426950408889634f;  // log2e
   }
 };
 

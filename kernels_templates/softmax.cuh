@@ -19,7 +19,12 @@ __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); 
 // The hooks are called only at in-range positions, score_mod only where the mask holds; qp and
 // kp are the element's q and kv parts of them (hook_parts.cuh), holding at least what this pass
 // reads (the mask's when kMask).
-template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
+// kFoldScore: score_mod's logit from HookParts::score_log2, whose factors are folded per row
+// (compiler/codegen/ScoreFold.h); otherwise log2e * score_mod(scale * acc) as written, for a
+// caller that also evaluates score_grad at scale * acc and wants the two to share their common
+// subexpressions (a soft-cap's tanh).
+template <class Prog, class Args, bool kMask, bool kBounds, bool kFoldScore = true, class QP,
+          class KP>
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
                                                float acc, float scale, float scale_log2, int b,
                                                int h, int q, int kv, int seq_q, int seq_kv) {
@@ -28,6 +33,8 @@ __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, c
     if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
   if constexpr (Prog::kScoreIsIdentity)
     return acc * scale_log2;
+  else if constexpr (kFoldScore)
+    return HookParts<Prog>::score_log2(args, qp.score, kp.score, acc, scale, b, h, q, kv);
   else
     return HookParts<Prog>::score(args, qp.score, kp.score, acc * scale, b, h, q, kv) * kLog2e;
 }

@@ -12,6 +12,7 @@
 #include "compiler/codegen/CudaOps.h"
 #include "compiler/codegen/HookSplit.h"
 #include "compiler/codegen/PositionRange.h"
+#include "compiler/codegen/ScoreFold.h"
 
 namespace tilejit {
 
@@ -98,6 +99,9 @@ class BodyWriter {
   void bind_recip(const Expr& divisor, std::string recip) {
     recips_.emplace(divisor.get(), std::move(recip));
   }
+
+  // The spelling of the TjRecip bound to `divisor` (bind_recip).
+  const std::string& recip_of(const Expr& divisor) const { return recips_.at(divisor.get()); }
 
   // Emits the statements computing `root` at `indent` and returns its operand spelling.
   std::string scope(const Expr& root, int indent) {
@@ -263,6 +267,16 @@ void write_part(std::string& out, const PartSpec& spec, const HookPart& part, st
   out += fmt::format("    return {{{}}};\n  }}\n", fmt::join(fields, ", "));
 }
 
+// The hook's reads of its parts' fields: values as `<arg>.v<i>`, reciprocals as `<arg>.r<i>`.
+void bind_parts(BodyWriter& writer, const std::vector<std::pair<PartSpec, HookPart>>& parts) {
+  for (const auto& [spec, part] : parts) {
+    for (size_t i = 0; i < part.values.size(); ++i)
+      writer.bind(part.values[i], fmt::format("{}.v{}", spec.arg, i));
+    for (size_t i = 0; i < part.recips.size(); ++i)
+      writer.bind_recip(part.recips[i], fmt::format("{}.r{}", spec.arg, i));
+  }
+}
+
 // A hook split into parts and its per-element rest (HookSplit.h): the part structs and the
 // functions computing them, the hook reading them, and the hook of its own arguments alone,
 // computing its parts.
@@ -283,12 +297,7 @@ void write_split_hook(std::string& out, const HookSpec& hook,
   out += fmt::format("#line 1 \"{}\"\n", file);
   BodyWriter writer(out, members);
   writer.convert_small_ints(positions_bounded);
-  for (const auto& [spec, part] : parts) {
-    for (size_t i = 0; i < part.values.size(); ++i)
-      writer.bind(part.values[i], fmt::format("{}.v{}", spec.arg, i));
-    for (size_t i = 0; i < part.recips.size(); ++i)
-      writer.bind_recip(part.recips[i], fmt::format("{}.r{}", spec.arg, i));
-  }
+  bind_parts(writer, parts);
   std::string value = writer.scope(body, 4);
   out += fmt::format("    return {};\n  }}\n", value);
   out += fmt::format(
@@ -316,6 +325,72 @@ void write_attention_hook(std::string& out, const HookSpec& hook, std::string_vi
                    {{attention_q_part(part, lower), {split.q_values, split.q_recips}},
                     {attention_kv_part(part, lower), {split.kv_values, split.kv_recips}}},
                    body, file, members, positions_bounded);
+}
+
+// The spelling of e * f (f a product of factors free of score) over the linear top of a
+// score_mod body (ScoreFold.h): log2e distributed down to score, which becomes acc * (scale * f),
+// and to the other terms.
+std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e,
+                        const std::string& f) {
+  if (e.op() == Op::Var && e->name == var::score) return fmt::format("(acc * (scale * {}))", f);
+  if (!fold.linear.contains(e.get())) return fmt::format("({} * {})", writer.scope(e, 4), f);
+  switch (e.op()) {
+    case Op::Add:
+      return fmt::format("({} + {})", scaled_term(writer, fold, e.arg(0), f),
+                         scaled_term(writer, fold, e.arg(1), f));
+    case Op::Sub:
+      return fmt::format("({} - {})", scaled_term(writer, fold, e.arg(0), f),
+                         scaled_term(writer, fold, e.arg(1), f));
+    case Op::Neg: return fmt::format("(-{})", scaled_term(writer, fold, e.arg(0), f));
+    default: {  // Mul by a factor free of score
+      const int k = factor_operand(e);
+      return scaled_term(writer, fold, e.arg(1 - k),
+                         fmt::format("({} * {})", writer.scope(e.arg(k), 4), f));
+    }
+  }
+}
+
+// score_mod's logit in the log2 domain from the raw product, log2e * score_mod(scale * acc), with
+// the factors around it multiplied per row (ScoreFold.h). Kernels call it where `kScoreLog2` is
+// declared, and multiply score_mod's result by log2e otherwise.
+void write_score_log2(std::string& out, const Expr& body, std::string_view file,
+                      const std::unordered_map<std::string, std::string>& members,
+                      bool positions_bounded) {
+  ScoreFold fold = fold_score(body);
+  const HookSplit split = split_hook(body);
+  // A quotient folds where a part holds the divisor's reciprocal (a divisor free of score but
+  // depending on both q and kv is divided per element).
+  if (fold.entry.defined() && fold.entry.op() == Op::Div &&
+      !divides_by_part_recip(split, fold.entry)) {
+    fold.entry = Expr();
+    fold.reads_score_otherwise = true;
+  }
+  if (!fold.folds()) return;
+  const std::vector<std::pair<PartSpec, HookPart>> parts = {
+      {attention_q_part("Score", "score"), {split.q_values, split.q_recips}},
+      {attention_kv_part("Score", "score"), {split.kv_values, split.kv_recips}}};
+  out += "\n  // log2e * score_mod(scale * acc), its factors folded per row "
+         "(compiler/codegen/ScoreFold.h)\n";
+  out += "  static constexpr bool kScoreLog2 = true;\n";
+  out += "  __device__ __forceinline__ static float score_log2(const TjArgs& a, const ScoreQ& qp, "
+         "const ScoreKv& kp, float acc, float scale, int b, int h, int q, int kv) {\n";
+  out += fmt::format("#line 1 \"{}\"\n", file);
+  BodyWriter writer(out, members);
+  writer.convert_small_ints(positions_bounded);
+  bind_parts(writer, parts);
+  if (fold.entry.defined()) {
+    const Expr& e = fold.entry;
+    if (e.op() == Op::Div) {
+      const std::string& r = writer.recip_of(e.arg(1));
+      writer.bind(e, fmt::format("(acc * ((scale * {0}.s) * {0}.r))", r));
+    } else {
+      const Expr& k = ir::uses_var(e.arg(0), var::score) ? e.arg(1) : e.arg(0);
+      writer.bind(e, fmt::format("(acc * (scale * {}))", writer.scope(k, 4)));
+    }
+  }
+  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
+  const std::string value = scaled_term(writer, fold, body, "1.4426950408889634f");
+  out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
 }
 
 // A loss hook's parts (`<Part>Const`, `<Part>Row`, computed by `<part>_const`, `<part>_row`).
@@ -416,6 +491,8 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
   s += '\n';
   write_attention_hook(s, {"score", "float", "score_mod", score_params, "score, b, h, q, kv"},
                        "Score", "score", prog.score, file, members, positions_bounded);
+  if (!(prog.score.op() == Op::Var && prog.score->name == var::score))
+    write_score_log2(s, prog.score, file, members, positions_bounded);
   s += '\n';
   if (score_grad.defined()) {
     write_attention_hook(

@@ -1,5 +1,7 @@
-// The f32 side of generated hooks on the GPU: score_mod and its derivative for random programs,
-// evaluated by a small kernel at many points and compared with the interpreter (fp64). The
+// The f32 side of generated hooks on the GPU: score_mod, its derivative and the log2-domain logit
+// kernels read (log2e * score_mod(scale * acc), its factors folded per row where the generator
+// folds them: compiler/codegen/ScoreFold.h) for random programs, evaluated by a small kernel at
+// many points and compared with the interpreter (fp64). The
 // hardware approximations (tanh.approx ~2^-11, ex2/lg2 ~2^-22) and FMA contraction make this a
 // tolerance check; a wrong spelling or operand order shows up as nearly every point wrong.
 // Skips without a GPU.
@@ -29,16 +31,19 @@ constexpr int kB = 2, kH = 2, kSq = 8, kSkv = 16, kPoints = kB * kH * kSq * kSkv
 
 std::string hook_source(const LoweredAttention& l) {
   ArgLayout layout = arg_layout(l.program);
-  return "#include \"common.cuh\"\n" + generate_args_struct(layout) +
+  return "#include \"common.cuh\"\n#include \"hook_parts.cuh\"\n" + generate_args_struct(layout) +
          generate_hooks(l.program, l.score_grad) +
          fmt::format(R"(
 extern "C" __global__ void tj_hook_values(const __grid_constant__ TjArgs a, const float* scores,
-                                          float* out) {{
+                                          float scale, float* out) {{
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= {0}) return;
   const int kv = i % {4}, q = i / {4} % {3}, h = i / ({4} * {3}) % {2}, b = i / ({4} * {3} * {2});
-  out[2 * i] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
-  out[2 * i + 1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
+  out[3 * i] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
+  out[3 * i + 1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
+  out[3 * i + 2] = tjk::HookParts<TjProgram>::score_log2(
+      a, TjProgram::score_q(a, b, h, q), TjProgram::score_kv(a, b, h, kv), scores[i], scale, b, h,
+      q, kv);
 }}
 )",
                      kPoints, kB, kH, kSq, kSkv);
@@ -69,7 +74,7 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
   std::vector<float> scores(kPoints);
   for (float& s : scores) s = std::uniform_real_distribution<float>(-4, 4)(rng);
   DeviceBuffer d_scores = DeviceBuffer::from_host(scores);
-  DeviceBuffer d_out(2 * kPoints * sizeof(float));
+  DeviceBuffer d_out(3 * kPoints * sizeof(float));
 
   int64_t total = 0, bad = 0, programs = 0;
   // TILEJIT_HOOK_PROGRAMS=N checks N programs instead of 40 (soak runs).
@@ -86,7 +91,9 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
     ++programs;
     CompileRequest req{.program_name = "hook_values.cu",
                        .source = hook_source(l),
-                       .headers = {{"common.cuh", std::string(embedded_template("common.cuh"))}},
+                       .headers = {{"common.cuh", std::string(embedded_template("common.cuh"))},
+                                   {"hook_parts.cuh",
+                                    std::string(embedded_template("hook_parts.cuh"))}},
                        .options = {"-std=c++17"},
                        .arch = arch};
     CompileResult r = nvrtc_compile(req);
@@ -109,7 +116,9 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
     std::vector<unsigned char> args = pack_args(arg_layout(l.program), bind);
     d_out.fill_bytes(0xFF);
     CUdeviceptr s_ptr = d_scores.ptr(), o_ptr = d_out.ptr();
-    void* params[] = {args.data(), &s_ptr, &o_ptr};
+    // The log2-domain logit multiplies the raw product by the kernels' scale first.
+    float scale = std::uniform_real_distribution<float>(0.05f, 2.f)(rng);
+    void* params[] = {args.data(), &s_ptr, &scale, &o_ptr};
     launch(fn, Dim3{(kPoints + 127) / 128, 1, 1}, Dim3{128, 1, 1}, 0, nullptr, params);
     driver->context_synchronize();
     std::vector<float> got = d_out.to_host<float>();
@@ -119,16 +128,18 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
     int64_t program_bad = 0;
     for (int i = 0; i < kPoints; ++i) {
       int kv = i % kSkv, q = i / kSkv % kSq, h = i / (kSkv * kSq) % kH, b = i / (kSkv * kSq * kH);
-      double want[2] = {score.eval_score(scores[i], b, h, q, kv),
-                        grad.eval_score(scores[i], b, h, q, kv)};
-      for (int k = 0; k < 2; ++k) {
+      const double scaled = static_cast<double>(scores[i]) * scale;
+      double want[3] = {score.eval_score(scores[i], b, h, q, kv),
+                        grad.eval_score(scores[i], b, h, q, kv),
+                        score.eval_score(scaled, b, h, q, kv) * M_LOG2E};
+      for (int k = 0; k < 3; ++k) {
         ++total;
-        if (close(got[2 * i + k], want[k])) continue;
+        if (close(got[3 * i + k], want[k])) continue;
         ++bad;
         if (++program_bad <= 2)
-          fmt::print("{} at b={} h={} q={} kv={} score={}: got {}, interpreter {}\n",
-                     k ? "score_grad" : "score_mod", b, h, q, kv, scores[i], got[2 * i + k],
-                     want[k]);
+          fmt::print("{} at b={} h={} q={} kv={} score={} scale={}: got {}, interpreter {}\n",
+                     k == 0 ? "score_mod" : k == 1 ? "score_grad" : "score_log2", b, h, q, kv,
+                     scores[i], scale, got[3 * i + k], want[k]);
       }
     }
     // Ill-conditioned expressions (cancellation, huge intermediates) may lose a few points, but

@@ -70,6 +70,14 @@ struct TjProgram {
     return score_mod(a, score_q(a, b, h, q), score_kv(a, b, h, kv), score, b, h, q, kv);
   }
 
+  // log2e * score_mod(scale * acc), its factors folded per row (compiler/codegen/ScoreFold.h)
+  static constexpr bool kScoreLog2 = true;
+  __device__ __forceinline__ static float score_log2(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, float scale, int b, int h, int q, int kv) {
+#line 1 "doc_softcap.tj"
+    const float t0 = tj_tanh((acc * ((scale * qp.r0.s) * qp.r0.r)));
+    return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
+  }
+
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
   struct GradQ {
     TjRecip r0;  // 1 / (cap)
@@ -96,7 +104,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 100 "tj_dense_mask_a8625f351c612232.cu"
+#line 108 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
