@@ -110,7 +110,7 @@ __device__ __forceinline__ void apply_bwd(float (&s)[kM][kN][4], float (&dp)[kM]
           qp = &rp[mi][c >> 1], kp = &cp[c & 1];
         float raw = s[mi][n][c], lse2, delta;
         stats(mi, n, c, lse2, delta);
-        float x = element_logit<Prog, Args, kMask, kBounds, false>(
+        float x = element_logit<Prog, Args, kMask, kBounds, !GradReadsScore<Prog>::value>(
             args, *qp, *kp, raw, sh.scale, scale_log2, b, h, q, kv, sh.seq_q, sh.seq_kv);
         float pr = fast_exp2(x - lse2);
         float ds = pr * (dp[mi][n][c] - delta);

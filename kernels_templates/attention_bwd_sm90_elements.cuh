@@ -39,7 +39,7 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(
     for (int c = 0; c < 4; ++c) {
       const int kv = t.row0 + (c >> 1) * 8, q = t.col0 + n * 8 + (c & 1);
       const float raw = s[n][c];
-      const float x = element_logit<Prog, Args, kMask, kBounds, false>(
+      const float x = element_logit<Prog, Args, kMask, kBounds, !GradReadsScore<Prog>::value>(
           args, qp[c & 1], kp[c >> 1], raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
           t.sh.seq_q, t.sh.seq_kv);
       pr[c] = fast_exp2(x - lse2(n, c));

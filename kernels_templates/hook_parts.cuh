@@ -68,6 +68,19 @@ struct ScoreLog2Declared<Prog, typename HookPartsVoid<decltype(Prog::kScoreLog2)
   static constexpr bool value = Prog::kScoreLog2;
 };
 
+// Whether score_grad reads score (marked `kGradReadsScore` by the generator; assumed where not
+// marked). A backward pass evaluates score_grad at scale * acc next to score_mod's logit; where
+// score_grad reads score the two share their common subexpressions (a soft-cap's tanh) only if
+// the logit is computed in the written order, elsewhere the folded logit is cheaper.
+template <class Prog, class = void>
+struct GradReadsScore {
+  static constexpr bool value = true;
+};
+template <class Prog>
+struct GradReadsScore<Prog, typename HookPartsVoid<decltype(Prog::kGradReadsScore)>::type> {
+  static constexpr bool value = Prog::kGradReadsScore;
+};
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {

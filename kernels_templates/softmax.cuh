@@ -21,8 +21,8 @@ __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); 
 // reads (the mask's when kMask).
 // kFoldScore: score_mod's logit from HookParts::score_log2, whose factors are folded per row
 // (compiler/codegen/ScoreFold.h); otherwise log2e * score_mod(scale * acc) as written, for a
-// caller that also evaluates score_grad at scale * acc and wants the two to share their common
-// subexpressions (a soft-cap's tanh).
+// caller that also evaluates a score_grad reading score at scale * acc and wants the two to share
+// their common subexpressions (a soft-cap's tanh; GradReadsScore, hook_parts.cuh).
 template <class Prog, class Args, bool kMask, bool kBounds, bool kFoldScore = true, class QP,
           class KP>
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,

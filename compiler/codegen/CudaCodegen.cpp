@@ -495,6 +495,7 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
     write_score_log2(s, prog.score, file, members, positions_bounded);
   s += '\n';
   if (score_grad.defined()) {
+    s += flag("kGradReadsScore", ir::uses_var(score_grad, var::score));
     write_attention_hook(
         s, {"d score / d score", "float", "score_grad", score_params, "score, b, h, q, kv"}, "Grad",
         "grad", score_grad, file, members, positions_bounded);

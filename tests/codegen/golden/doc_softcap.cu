@@ -78,6 +78,7 @@ struct TjProgram {
     return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
   }
 
+  static constexpr bool kGradReadsScore = true;
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
   struct GradQ {
     TjRecip r0;  // 1 / (cap)
@@ -104,7 +105,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 108 "tj_dense_mask_a8625f351c612232.cu"
+#line 109 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

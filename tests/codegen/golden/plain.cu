@@ -51,6 +51,7 @@ struct TjProgram {
     return score_mod(a, score_q(a, b, h, q), score_kv(a, b, h, kv), score, b, h, q, kv);
   }
 
+  static constexpr bool kGradReadsScore = false;
   // d score / d score = 1.0
   struct GradQ {
   };
@@ -70,7 +71,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 74 "tj_dense_mask_a62343c0560999d4.cu"
+#line 75 "tj_dense_mask_a62343c0560999d4.cu"
 
 extern "C" __global__ void tj_dense_mask_a62343c0560999d4(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

@@ -117,6 +117,7 @@ struct TjProgram {
     return (((acc * (scale * 1.4426950408889634f)) + (t2 * 1.4426950408889634f)) - (t1 * ((-0.5f) * 1.4426950408889634f)));  // log2e = 1.4426950408889634
   }
 
+  static constexpr bool kGradReadsScore = false;
   // d score / d score = 1.0
   struct GradQ {
   };
@@ -136,7 +137,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 140 "tj_dense_mask_91534322ff19c60c.cu"
+#line 141 "tj_dense_mask_91534322ff19c60c.cu"
 
 extern "C" __global__ void tj_dense_mask_91534322ff19c60c(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
