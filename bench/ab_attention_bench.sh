@@ -10,23 +10,8 @@
 #   env: AB_ROUNDS (default 3): runs of every side, the order reversed every other round
 set -uo pipefail
 usage="usage: bench/ab_attention_bench.sh OUTDIR TREE... [-- bench arguments]"
-out=${1:?$usage}
-shift
-here="$(cd "$(dirname "$0")/.." && pwd)"
-names=() trees=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-  trees+=("$(cd "$1" && pwd)") || { echo "$usage"; exit 2; }
-  names+=("$(basename "$1")")
-  shift
-done
-[ ${#trees[@]} -gt 0 ] || { echo "$usage"; exit 2; }
-[ "${1:-}" = "--" ] && shift
-args=("$@")
-[ ${#args[@]} -gt 0 ] ||
-  args=(--masks causal,alibi_causal,softcap_causal --shapes 2,16,8192,128,16 --reps 30)
-names+=(head) trees+=("$here")
-mkdir -p "$out"
-jobs=$(( $(nproc) / ${#trees[@]} > 0 ? $(nproc) / ${#trees[@]} : 1 ))
+default_args=(--masks causal,alibi_causal,softcap_causal --shapes 2,16,8192,128,16 --reps 30)
+source "$(dirname "$0")/ab_trees.sh"
 for i in "${!trees[@]}"; do
   ( cmake -S "${trees[$i]}" -B "$out/${names[$i]}/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/${names[$i]}.configure.log" 2>&1 &&

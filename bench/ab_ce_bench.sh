@@ -13,23 +13,8 @@
 #          of milliseconds per kernel (name without its hash, grid) and side
 set -uo pipefail
 usage="usage: bench/ab_ce_bench.sh OUTDIR TREE... [-- bench arguments]"
-out=${1:?$usage}
-shift
-here="$(cd "$(dirname "$0")/.." && pwd)"
-names=() trees=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-  trees+=("$(cd "$1" && pwd)") || { echo "$usage"; exit 2; }
-  names+=("$(basename "$1")")
-  shift
-done
-[ ${#trees[@]} -gt 0 ] || { echo "$usage"; exit 2; }
-[ "${1:-}" = "--" ] && shift
-args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(--kinds zipf --shapes gemma2_2b,llama3_8b --modes exact,state --iters 5)
-names+=(head) trees+=("$here")
-mkdir -p "$out"
-sides=${#trees[@]}
-jobs=$(( $(nproc) / sides > 0 ? $(nproc) / sides : 1 ))
+default_args=(--kinds zipf --shapes gemma2_2b,llama3_8b --modes exact,state --iters 5)
+source "$(dirname "$0")/ab_trees.sh"
 build() {  # side tree
   cmake -S "$2" -B "$out/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
     -DTILEJIT_BUILD_BENCH=ON >"$out/$1/configure.log" 2>&1 &&

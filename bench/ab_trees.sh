@@ -1,0 +1,20 @@
+# Sourced by the A/B scripts (bench/ab_*_bench.sh): parses "OUTDIR TREE... [-- bench arguments]"
+# with $usage and the default bench arguments in the array `default_args` set by the caller.
+# Sets out, here (this checkout), names and trees (each tree's directory name and absolute path,
+# this checkout last as "head"), args, and jobs (build jobs per side).
+out=${1:?$usage}
+shift
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+names=() trees=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  trees+=("$(cd "$1" && pwd)") || { echo "$usage"; exit 2; }
+  names+=("$(basename "$1")")
+  shift
+done
+[ ${#trees[@]} -gt 0 ] || { echo "$usage"; exit 2; }
+[ "${1:-}" = "--" ] && shift
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=("${default_args[@]}")
+names+=(head) trees+=("$here")
+mkdir -p "$out"
+jobs=$(( $(nproc) / ${#trees[@]} > 0 ? $(nproc) / ${#trees[@]} : 1 ))
