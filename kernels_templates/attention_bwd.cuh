@@ -108,14 +108,12 @@ __device__ __forceinline__ void apply_bwd(float (&s)[kM][kN][4], float (&dp)[kM]
           qp = &cp[c & 1], kp = &rp[mi][c >> 1];
         else
           qp = &rp[mi][c >> 1], kp = &cp[c & 1];
-        float raw = s[mi][n][c], lse2, delta;
+        float lse2, delta, pg;  // pg: P * score_grad
         stats(mi, n, c, lse2, delta);
-        float x = element_logit<Prog, Args, kMask, kBounds, !GradReadsScore<Prog>::value>(
-            args, *qp, *kp, raw, sh.scale, scale_log2, b, h, q, kv, sh.seq_q, sh.seq_kv);
-        float pr = fast_exp2(x - lse2);
-        float ds = pr * (dp[mi][n][c] - delta);
-        if constexpr (!Prog::kScoreIsIdentity)
-          if (pr > 0.f) ds *= element_score_grad<Prog>(args, *qp, *kp, raw * sh.scale, b, h, q, kv);
+        float pr = element_probability<Prog, Args, kMask, kBounds>(
+            args, *qp, *kp, s[mi][n][c], sh.scale, scale_log2, b, h, q, kv, sh.seq_q, sh.seq_kv,
+            lse2, pg);
+        float ds = pg * (dp[mi][n][c] - delta);
         s[mi][n][c] = pr;
         dp[mi][n][c] = ds;
       }

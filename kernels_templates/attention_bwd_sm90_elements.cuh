@@ -17,7 +17,8 @@ struct BwdSm90Tile {
 
 // The element passes over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas).
 //   probabilities: p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and
-//     2kk + 1); score_grad runs only where P > 0, so hooks only run where the mask holds.
+//     2kk + 1); score_grad runs only where P > 0 (or, where it reads score, next to score_mod
+//     where the mask holds: element_probability), so hooks only run where the mask holds.
 //     kFused: also dS = P * score_grad * (dP - delta) into f (dp is consumed). Otherwise s
 //     becomes P * score_grad for the gradients pass, so that dV's product can start on P while
 //     dP^T is still being computed.
@@ -38,16 +39,10 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int kv = t.row0 + (c >> 1) * 8, q = t.col0 + n * 8 + (c & 1);
-      const float raw = s[n][c];
-      const float x = element_logit<Prog, Args, kMask, kBounds, !GradReadsScore<Prog>::value>(
-          args, qp[c & 1], kp[c >> 1], raw, t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
-          t.sh.seq_q, t.sh.seq_kv);
-      pr[c] = fast_exp2(x - lse2(n, c));
-      float g = pr[c];
-      if constexpr (!Prog::kScoreIsIdentity)
-        if (pr[c] > 0.f)
-          g *= element_score_grad<Prog>(args, qp[c & 1], kp[c >> 1], raw * t.sh.scale, t.b, t.h,
-                                        q, kv);
+      float g;  // P * score_grad
+      pr[c] = element_probability<Prog, Args, kMask, kBounds>(
+          args, qp[c & 1], kp[c >> 1], s[n][c], t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
+          t.sh.seq_q, t.sh.seq_kv, lse2(n, c), g);
       if (kFused)
         ds[c] = g * (dp[n][c] - delta(n, c));
       else

@@ -19,12 +19,9 @@ __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); 
 // The hooks are called only at in-range positions, score_mod only where the mask holds; qp and
 // kp are the element's q and kv parts of them (hook_parts.cuh), holding at least what this pass
 // reads (the mask's when kMask).
-// kFoldScore: score_mod's logit from HookParts::score_log2, whose factors are folded per row
-// (compiler/codegen/ScoreFold.h); otherwise log2e * score_mod(scale * acc) as written, for a
-// caller that also evaluates a score_grad reading score at scale * acc and wants the two to share
-// their common subexpressions (a soft-cap's tanh; GradReadsScore, hook_parts.cuh).
-template <class Prog, class Args, bool kMask, bool kBounds, bool kFoldScore = true, class QP,
-          class KP>
+// score_mod's logit comes from HookParts::score_log2, its factors folded per row
+// (compiler/codegen/ScoreFold.h).
+template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
                                                float acc, float scale, float scale_log2, int b,
                                                int h, int q, int kv, int seq_q, int seq_kv) {
@@ -33,10 +30,8 @@ __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, c
     if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
   if constexpr (Prog::kScoreIsIdentity)
     return acc * scale_log2;
-  else if constexpr (kFoldScore)
-    return HookParts<Prog>::score_log2(args, qp.score, kp.score, acc, scale, b, h, q, kv);
   else
-    return HookParts<Prog>::score(args, qp.score, kp.score, acc * scale, b, h, q, kv) * kLog2e;
+    return HookParts<Prog>::score_log2(args, qp.score, kp.score, acc, scale, b, h, q, kv);
 }
 
 // d score_mod / d score at an in-range element where the mask holds (parts computed with kGrad).
@@ -44,6 +39,43 @@ template <class Prog, class Args, class QP, class KP>
 __device__ __forceinline__ float element_score_grad(const Args& args, const QP& qp, const KP& kp,
                                                     float score, int b, int h, int q, int kv) {
   return HookParts<Prog>::grad(args, qp.grad, kp.grad, score, b, h, q, kv);
+}
+
+// The backward's P = exp2(logit - lse2) of one element, and into p_grad P * score_grad (P where
+// score_mod is the identity; score_grad is evaluated only where P > 0, so only where the mask
+// holds). Where score_grad reads score, both hooks are evaluated in one block at the same
+// scale * acc, so their common subexpressions are computed once (a soft-cap's tanh: with
+// score_grad in a block of its own under P > 0, the compiler cannot prove the logit's block
+// dominates it and computes the tanh twice), and the logit keeps the written order
+// log2e * score_mod(scale * acc) (the fold would change the tanh's argument). Elsewhere the
+// logit is element_logit's, folded.
+template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
+__device__ __forceinline__ float element_probability(const Args& args, const QP& qp, const KP& kp,
+                                                     float acc, float scale, float scale_log2,
+                                                     int b, int h, int q, int kv, int seq_q,
+                                                     int seq_kv, float lse2, float& p_grad) {
+  if constexpr (Prog::kScoreIsIdentity || !GradReadsScore<Prog>::value) {
+    const float p = fast_exp2(element_logit<Prog, Args, kMask, kBounds>(
+                                  args, qp, kp, acc, scale, scale_log2, b, h, q, kv, seq_q, seq_kv) -
+                              lse2);
+    p_grad = p;
+    if constexpr (!Prog::kScoreIsIdentity)
+      if (p > 0.f) p_grad *= element_score_grad<Prog>(args, qp, kp, acc * scale, b, h, q, kv);
+    return p;
+  } else {
+    p_grad = 0.f;
+    if (kBounds && (q >= seq_q || kv >= seq_kv)) return 0.f;
+    if constexpr (kMask)
+      if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return 0.f;
+    const float score = acc * scale;
+    const float grad = element_score_grad<Prog>(args, qp, kp, score, b, h, q, kv);
+    const float p =
+        fast_exp2(HookParts<Prog>::score(args, qp.score, kp.score, score, b, h, q, kv) * kLog2e -
+                  lse2);
+    p_grad = p;
+    if (p > 0.f) p_grad *= grad;
+    return p;
+  }
 }
 
 // Sum / max over the four lanes of a quad (the lanes holding one accumulator row).
