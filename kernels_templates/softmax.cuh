@@ -42,11 +42,11 @@ __device__ __forceinline__ float element_score_grad(const Args& args, const QP& 
 }
 
 // The backward's P = exp2(logit - lse2) of one element, and into p_grad P * score_grad (P where
-// score_mod is the identity; score_grad is evaluated only where P > 0, so only where the mask
-// holds). Where score_grad reads score, both hooks are evaluated in one block at the same
-// scale * acc, so their common subexpressions are computed once (a soft-cap's tanh: with
-// score_grad in a block of its own under P > 0, the compiler cannot prove the logit's block
-// dominates it and computes the tanh twice), and the logit keeps the written order
+// score_mod is the identity; score_grad is evaluated only where the mask holds, and where it does
+// not read score only where P > 0). Where score_grad reads score, both hooks are evaluated in one
+// block at the same scale * acc, so their common subexpressions are computed once (a soft-cap's
+// tanh: with score_grad in a block of its own under P > 0, the compiler cannot prove the logit's
+// block dominates it and computes the tanh twice), and the logit keeps the written order
 // log2e * score_mod(scale * acc) (the fold would change the tanh's argument). Elsewhere the
 // logit is element_logit's, folded.
 template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
