@@ -19,6 +19,8 @@
 
 namespace tjk {
 
+constexpr float kLog2e = 1.4426950408889634f;  // log2-domain logits: x * log2(e)
+
 struct NoHookPart {};
 
 template <class...>
@@ -121,7 +123,7 @@ struct HookParts {
   __device__ __forceinline__ static float score_log2(const Args& a, NoHookPart, NoHookPart,
                                                      float acc, float scale, int b, int h, int q,
                                                      int kv) {
-    return Prog::score_mod(a, acc * scale, b, h, q, kv) * 1.4426950408889634f;  // log2e
+    return Prog::score_mod(a, acc * scale, b, h, q, kv) * kLog2e;
   }
 };
 
@@ -183,7 +185,7 @@ struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
     if constexpr (ScoreLog2Declared<Prog>::value)
       return Prog::score_log2(a, qp, kp, acc, scale, b, h, q, kv);
     else
-      return Prog::score_mod(a, qp, kp, acc * scale, b, h, q, kv) * 1.4426950408889634f;  // log2e
+      return Prog::score_mod(a, qp, kp, acc * scale, b, h, q, kv) * kLog2e;
   }
 };
 

@@ -9,7 +9,6 @@
 
 namespace tjk {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

@@ -316,15 +316,17 @@ PartSpec attention_kv_part(std::string_view part, std::string_view lower) {
           "a, b, h, kv", "kp", "kv"};
 }
 
-void write_attention_hook(std::string& out, const HookSpec& hook, std::string_view part,
-                          std::string_view lower, const Expr& body, std::string_view file,
-                          const std::unordered_map<std::string, std::string>& members,
-                          bool positions_bounded) {
+// Returns the split, which score_log2 binds the same parts from.
+HookSplit write_attention_hook(std::string& out, const HookSpec& hook, std::string_view part,
+                               std::string_view lower, const Expr& body, std::string_view file,
+                               const std::unordered_map<std::string, std::string>& members,
+                               bool positions_bounded) {
   HookSplit split = split_hook(body);
   write_split_hook(out, hook,
                    {{attention_q_part(part, lower), {split.q_values, split.q_recips}},
                     {attention_kv_part(part, lower), {split.kv_values, split.kv_recips}}},
                    body, file, members, positions_bounded);
+  return split;
 }
 
 // The spelling of e * f (f a product of factors free of score) over the linear top of a
@@ -332,7 +334,7 @@ void write_attention_hook(std::string& out, const HookSpec& hook, std::string_vi
 // and to the other terms.
 std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e,
                         const std::string& f) {
-  if (e.op() == Op::Var && e->name == var::score) return fmt::format("(acc * (scale * {}))", f);
+  if (is_score_var(e)) return fmt::format("(acc * (scale * {}))", f);
   if (!fold.linear.contains(e.get())) return fmt::format("({} * {})", writer.scope(e, 4), f);
   switch (e.op()) {
     case Op::Add:
@@ -353,11 +355,11 @@ std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e
 // score_mod's logit in the log2 domain from the raw product, log2e * score_mod(scale * acc), with
 // the factors around it multiplied per row (ScoreFold.h). Kernels call it where `kScoreLog2` is
 // declared, and multiply score_mod's result by log2e otherwise.
-void write_score_log2(std::string& out, const Expr& body, std::string_view file,
+void write_score_log2(std::string& out, const Expr& body, const HookSplit& split,
+                      std::string_view file,
                       const std::unordered_map<std::string, std::string>& members,
                       bool positions_bounded) {
   ScoreFold fold = fold_score(body);
-  const HookSplit split = split_hook(body);
   // A quotient folds where a part holds the divisor's reciprocal (a divisor free of score but
   // depending on both q and kv is divided per element).
   if (fold.entry.defined() && fold.entry.op() == Op::Div &&
@@ -483,16 +485,18 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
   const std::string score_params = fmt::format("float score, {}", index_params);
   std::string s = "struct TjProgram {\n";
   s += flag("kMaskIsTrue", prog.mask.op() == Op::ConstBool && prog.mask->ival == 1);
-  s += flag("kScoreIsIdentity", prog.score.op() == Op::Var && prog.score->name == var::score);
+  const bool score_is_identity = is_score_var(prog.score);
+  s += flag("kScoreIsIdentity", score_is_identity);
   s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
   s += '\n';
   write_attention_hook(s, {"mask", "bool", "mask_mod", index_params, "b, h, q, kv"}, "Mask", "mask",
                        prog.mask, file, members, positions_bounded);
   s += '\n';
-  write_attention_hook(s, {"score", "float", "score_mod", score_params, "score, b, h, q, kv"},
-                       "Score", "score", prog.score, file, members, positions_bounded);
-  if (!(prog.score.op() == Op::Var && prog.score->name == var::score))
-    write_score_log2(s, prog.score, file, members, positions_bounded);
+  const HookSplit score_split =
+      write_attention_hook(s, {"score", "float", "score_mod", score_params, "score, b, h, q, kv"},
+                           "Score", "score", prog.score, file, members, positions_bounded);
+  if (!score_is_identity)
+    write_score_log2(s, prog.score, score_split, file, members, positions_bounded);
   s += '\n';
   if (score_grad.defined()) {
     s += flag("kGradReadsScore", ir::uses_var(score_grad, var::score));

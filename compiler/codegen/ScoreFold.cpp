@@ -6,17 +6,15 @@ namespace tilejit {
 
 namespace {
 
-bool is_score(const Expr& e) { return e.op() == Op::Var && e->name == var::score; }
-
 bool free_of_score(const Expr& e) { return !ir::uses_var(e, var::score); }
 
 // Whether `e` is score / D, score * K or K * score with D, K free of score (f32).
 bool is_entry(const Expr& e) {
   if (e.type() != Type::F32) return false;
-  if (e.op() == Op::Div) return is_score(e.arg(0)) && free_of_score(e.arg(1));
+  if (e.op() == Op::Div) return is_score_var(e.arg(0)) && free_of_score(e.arg(1));
   if (e.op() == Op::Mul)
-    return (is_score(e.arg(0)) && free_of_score(e.arg(1))) ||
-           (is_score(e.arg(1)) && free_of_score(e.arg(0)));
+    return (is_score_var(e.arg(0)) && free_of_score(e.arg(1))) ||
+           (is_score_var(e.arg(1)) && free_of_score(e.arg(0)));
   return false;
 }
 
@@ -33,6 +31,8 @@ bool is_linear(const Expr& e) {
 
 }  // namespace
 
+bool is_score_var(const Expr& e) { return e.op() == Op::Var && e->name == var::score; }
+
 int factor_operand(const Expr& mul) {
   const bool free0 = free_of_score(mul.arg(0)), free1 = free_of_score(mul.arg(1));
   if (free0 && free1)
@@ -47,7 +47,7 @@ ScoreFold fold_score(const Expr& body) {
   while (!stack.empty()) {
     Expr e = stack.back();
     stack.pop_back();
-    if (is_score(e)) continue;  // acc * (scale * F)
+    if (is_score_var(e)) continue;  // acc * (scale * F)
     // A term free of score is multiplied by F; a product's factor takes F in.
     if (free_of_score(e) && !(e.op() == Op::Mul && e.type() == Type::F32)) continue;
     if (!is_linear(e)) {
@@ -70,7 +70,7 @@ ScoreFold fold_score(const Expr& body) {
     }
     ir::visit_post_order(root, [&](const Expr& e) {
       for (size_t i = 0; i < e.num_args(); ++i)
-        if (is_score(e.arg(i))) {
+        if (is_score_var(e.arg(i))) {
           readers.push_back(e);
           break;
         }

@@ -40,6 +40,9 @@ struct ScoreFold {
   bool folds() const { return !linear.empty() || entry.defined(); }
 };
 
+// Whether `e` is the variable score itself (a score_mod that is the identity).
+bool is_score_var(const Expr& e);
+
 // The fold of a score_mod body.
 ScoreFold fold_score(const Expr& body);
 
