@@ -83,6 +83,17 @@ struct GradReadsScore<Prog, typename HookPartsVoid<decltype(Prog::kGradReadsScor
   static constexpr bool value = Prog::kGradReadsScore;
 };
 
+// Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
+// score_grad at one point, their shared nodes computed once, compiler/codegen/CudaCodegen.cpp).
+template <class Prog, class = void>
+struct ScoreGradLog2Declared {
+  static constexpr bool value = false;
+};
+template <class Prog>
+struct ScoreGradLog2Declared<Prog, typename HookPartsVoid<decltype(Prog::kScoreGradLog2)>::type> {
+  static constexpr bool value = Prog::kScoreGradLog2;
+};
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -176,6 +187,16 @@ struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
   __device__ __forceinline__ static float grad(const Args& a, const GradQ& qp, const GradKv& kp,
                                                float s, int b, int h, int q, int kv) {
     return Prog::score_grad(a, qp, kp, s, b, h, q, kv);
+  }
+  // log2e * score_mod(scale * acc) and, into grad, score_grad(scale * acc), where the program
+  // declares kScoreGradLog2.
+  template <class Args>
+  __device__ __forceinline__ static float score_log2_grad(const Args& a, const ScoreQ& qp,
+                                                          const ScoreKv& kp, const GradQ& gq,
+                                                          const GradKv& gk, float acc, float scale,
+                                                          int b, int h, int q, int kv,
+                                                          float& grad) {
+    return Prog::score_log2_grad(a, qp, kp, gq, gk, acc, scale, b, h, q, kv, grad);
   }
   // log2e * score_mod(scale * acc): the generated fold where there is one.
   template <class Args>

@@ -45,9 +45,11 @@ __device__ __forceinline__ float element_score_grad(const Args& args, const QP& 
 // not read score only where P > 0). Where score_grad reads score, both hooks are evaluated in one
 // block at the same scale * acc, so their common subexpressions are computed once (a soft-cap's
 // tanh: with score_grad in a block of its own under P > 0, the compiler cannot prove the logit's
-// block dominates it and computes the tanh twice), and the logit keeps the written order
-// log2e * score_mod(scale * acc) (the fold would change the tanh's argument). Elsewhere the
-// logit is element_logit's, folded.
+// block dominates it and computes the tanh twice). There the logit is the generated
+// score_log2_grad's where score_mod and score_grad read score through the same node (score / cap:
+// folded once for both), else log2e * score_mod(scale * acc) in the written order (folding
+// score_mod alone would give its tanh another argument than score_grad's). Elsewhere the logit
+// is element_logit's, folded.
 template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
 __device__ __forceinline__ float element_probability(const Args& args, const QP& qp, const KP& kp,
                                                      float acc, float scale, float scale_log2,
@@ -66,11 +68,17 @@ __device__ __forceinline__ float element_probability(const Args& args, const QP&
     if (kBounds && (q >= seq_q || kv >= seq_kv)) return 0.f;
     if constexpr (kMask)
       if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return 0.f;
-    const float score = acc * scale;
-    const float grad = element_score_grad<Prog>(args, qp, kp, score, b, h, q, kv);
-    const float p =
-        fast_exp2(HookParts<Prog>::score(args, qp.score, kp.score, score, b, h, q, kv) * kLog2e -
-                  lse2);
+    float grad, p;
+    if constexpr (ScoreGradLog2Declared<Prog>::value) {
+      p = fast_exp2(HookParts<Prog>::score_log2_grad(args, qp.score, kp.score, qp.grad, kp.grad,
+                                                     acc, scale, b, h, q, kv, grad) -
+                    lse2);
+    } else {
+      const float score = acc * scale;
+      grad = element_score_grad<Prog>(args, qp, kp, score, b, h, q, kv);
+      p = fast_exp2(HookParts<Prog>::score(args, qp.score, kp.score, score, b, h, q, kv) * kLog2e -
+                    lse2);
+    }
     p_grad = p;
     if (p > 0.f) p_grad *= grad;
     return p;

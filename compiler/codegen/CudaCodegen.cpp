@@ -352,6 +352,19 @@ std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e
   }
 }
 
+// The node through which score_mod reads score (ScoreFold::entry) as the raw product times its
+// factors: acc * ((scale * s) * r) for score / D (1 / D = s * r, a part's reciprocal), acc *
+// (scale * K) for a product.
+void bind_score_entry(BodyWriter& writer, const Expr& e) {
+  if (e.op() == Op::Div) {
+    const std::string& r = writer.recip_of(e.arg(1));
+    writer.bind(e, fmt::format("(acc * ((scale * {0}.s) * {0}.r))", r));
+  } else {
+    const Expr& k = ir::uses_var(e.arg(0), var::score) ? e.arg(1) : e.arg(0);
+    writer.bind(e, fmt::format("(acc * (scale * {}))", writer.scope(k, 4)));
+  }
+}
+
 // score_mod's logit in the log2 domain from the raw product, log2e * score_mod(scale * acc), with
 // the factors around it multiplied per row (ScoreFold.h). Kernels call it where `kScoreLog2` is
 // declared, and multiply score_mod's result by log2e otherwise.
@@ -380,18 +393,53 @@ void write_score_log2(std::string& out, const Expr& body, const HookSplit& split
   BodyWriter writer(out, members);
   writer.convert_small_ints(positions_bounded);
   bind_parts(writer, parts);
-  if (fold.entry.defined()) {
-    const Expr& e = fold.entry;
-    if (e.op() == Op::Div) {
-      const std::string& r = writer.recip_of(e.arg(1));
-      writer.bind(e, fmt::format("(acc * ((scale * {0}.s) * {0}.r))", r));
-    } else {
-      const Expr& k = ir::uses_var(e.arg(0), var::score) ? e.arg(1) : e.arg(0);
-      writer.bind(e, fmt::format("(acc * (scale * {}))", writer.scope(k, 4)));
-    }
-  }
+  if (fold.entry.defined()) bind_score_entry(writer, fold.entry);
   if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
   const std::string value = scaled_term(writer, fold, body, "1.4426950408889634f");
+  out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
+}
+
+// score_mod's log2-domain logit and score_grad in one function, for the backward, where both
+// read score only through the same node (score / cap): that node is folded as in score_log2 and
+// computed once with everything the two bodies share (a soft-cap's tanh). Kernels call it where
+// `kScoreGradLog2` is declared.
+void write_score_log2_grad(std::string& out, const Expr& score, const Expr& grad,
+                           std::string_view file,
+                           const std::unordered_map<std::string, std::string>& members,
+                           bool positions_bounded) {
+  ScoreFold fold = fold_score(score);
+  const HookSplit score_split = split_hook(score), grad_split = split_hook(grad);
+  if (!fold.entry.defined() || fold.reads_score_otherwise) return;
+  if (fold.entry.op() == Op::Div && !divides_by_part_recip(score_split, fold.entry)) return;
+  // score_grad reads score through the same node only
+  bool only_entry = true;
+  ir::visit_post_order(grad, [&](const Expr& e) {
+    if (e.same_as(fold.entry)) return;
+    for (size_t i = 0; i < e.num_args(); ++i)
+      if (e.arg(i).op() == Op::Var && e.arg(i)->name == var::score && !e.same_as(fold.entry))
+        only_entry = false;
+  });
+  if (!only_entry) return;
+  PartSpec grad_q = attention_q_part("Grad", "grad"), grad_kv = attention_kv_part("Grad", "grad");
+  grad_q.arg = "gq";
+  grad_kv.arg = "gk";
+  const std::vector<std::pair<PartSpec, HookPart>> parts = {
+      {attention_q_part("Score", "score"), {score_split.q_values, score_split.q_recips}},
+      {attention_kv_part("Score", "score"), {score_split.kv_values, score_split.kv_recips}},
+      {grad_q, {grad_split.q_values, grad_split.q_recips}},
+      {grad_kv, {grad_split.kv_values, grad_split.kv_recips}}};
+  out += "\n  // score_log2 and score_grad at one point, their common nodes computed once\n";
+  out += "  static constexpr bool kScoreGradLog2 = true;\n";
+  out += "  __device__ __forceinline__ static float score_log2_grad(const TjArgs& a, const ScoreQ& "
+         "qp, const ScoreKv& kp, const GradQ& gq, const GradKv& gk, float acc, float scale, int "
+         "b, int h, int q, int kv, float& grad) {\n";
+  out += fmt::format("#line 1 \"{}\"\n", file);
+  BodyWriter writer(out, members);
+  writer.convert_small_ints(positions_bounded);
+  bind_parts(writer, parts);
+  bind_score_entry(writer, fold.entry);
+  const std::string value = scaled_term(writer, fold, score, "1.4426950408889634f");
+  out += fmt::format("    grad = {};\n", writer.scope(grad, 4));
   out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
 }
 
@@ -503,6 +551,8 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
     write_attention_hook(
         s, {"d score / d score", "float", "score_grad", score_params, "score, b, h, q, kv"}, "Grad",
         "grad", score_grad, file, members, positions_bounded);
+    if (ir::uses_var(score_grad, var::score))
+      write_score_log2_grad(s, prog.score, score_grad, file, members, positions_bounded);
   } else {  // kernels name score_grad's part types whether or not they differentiate
     s += "  // no score_grad in this module\n";
     write_part(s, attention_q_part("Grad", "grad"), {}, file, members, false);

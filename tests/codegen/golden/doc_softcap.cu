@@ -104,8 +104,19 @@ struct TjProgram {
   __device__ __forceinline__ static float score_grad(const TjArgs& a, float score, int b, int h, int q, int kv) {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
+
+  // score_log2 and score_grad at one point, their common nodes computed once
+  static constexpr bool kScoreGradLog2 = true;
+  __device__ __forceinline__ static float score_log2_grad(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, const GradQ& gq, const GradKv& gk, float acc, float scale, int b, int h, int q, int kv, float& grad) {
+#line 1 "doc_softcap.tj"
+    const float t0 = tj_tanh((acc * ((scale * qp.r0.s) * qp.r0.r)));
+    const float t1 = t0 * t0;
+    const float t2 = 1.0f - t1;
+    grad = t2;
+    return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
+  }
 };
-#line 109 "tj_dense_mask_a8625f351c612232.cu"
+#line 120 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
