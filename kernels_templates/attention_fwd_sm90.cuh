@@ -251,13 +251,13 @@ __device__ __forceinline__ void attn_sm90_rescale(float (&o)[kDN][4], const floa
   }
 }
 
-// P V of the previous step, one commit group: O is rescaled first (its last product has
-// landed), then handed to the products.
+// P V of the previous step, one commit group: O is rescaled first where that step's softmax
+// moved the warp's references (its last product has landed), then handed to the products.
 template <class T, int kHeadDim, int kSlices>
 __device__ __forceinline__ void attn_sm90_issue_pv(float (&o)[kHeadDim / 8][4],
-                                                   const float (&alpha)[2],
+                                                   const float (&alpha)[2], bool rescale,
                                                    const unsigned (&p)[8][4], unsigned v) {
-  attn_sm90_rescale(o, alpha);
+  if (rescale) attn_sm90_rescale(o, alpha);
   wgmma_fence();
   attn_sm90_pv<T, kHeadDim, kSlices>(o, p, v);
   wgmma_commit();
@@ -267,12 +267,13 @@ __device__ __forceinline__ void attn_sm90_issue_pv(float (&o)[kHeadDim / 8][4],
 // own commit group (so wgmma_wait<1> means "S has landed"); O's rescale runs under S's product.
 template <class T, int kHeadDim, int kSlices>
 __device__ __forceinline__ void attn_sm90_issue(float (&s)[16][4], float (&o)[kHeadDim / 8][4],
-                                                const float (&alpha)[2], const unsigned (&p)[8][4],
-                                                unsigned q_rows, unsigned k, unsigned v) {
+                                                const float (&alpha)[2], bool rescale,
+                                                const unsigned (&p)[8][4], unsigned q_rows,
+                                                unsigned k, unsigned v) {
   wgmma_fence();
   attn_sm90_qk<T, kHeadDim>(s, q_rows, k);
   wgmma_commit();
-  attn_sm90_issue_pv<T, kHeadDim, kSlices>(o, alpha, p, v);
+  attn_sm90_issue_pv<T, kHeadDim, kSlices>(o, alpha, rescale, p, v);
 }
 
 // P as the A fragments of P V: k16 slice kk is S's column groups 2kk and 2kk + 1.
@@ -347,7 +348,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   auto column_parts = [&](const KvStep& st) {
     compute_held_columns(held, args, b, h, st.tile * kAttnBlockKV, !st.full);
   };
-  // The score pipeline and softmax of a step's S; alpha rescales O's rows.
+  // The score pipeline and softmax of a step's S; alpha rescales O's rows where the returned flag
+  // says the warp's references moved (OnlineSoftmax's kLazy).
   auto scores = [&](const KvStep& st, float(&alpha)[2]) {
     AttnShape step_shape = sh;
     const int kv0 = st.tile * kAttnBlockKV;
@@ -357,16 +359,22 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     // tile_logits's three element passes (attention_fwd.cuh), on the parts computed above.
     const WarpHeldColumns<ColParts, false, 4, Args> values{held, args, b, h, kv0};
     const WarpHeldColumns<ColParts, true, 4, Args> all{held, args, b, h, kv0};
-    if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv)
-      logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
-                                                         row0, col0, rp, values);
-    else if (st.full || Prog::kMaskIsTrue)
+    // On full interior steps of an identity score_mod the softmax applies scale_log2 (one
+    // FFMA per element with the reference) to the raw products; it needs scale > 0.
+    float s_scale = 1.f;
+    if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv) {
+      if (Prog::kScoreIsIdentity && scale_log2 > 0.f)
+        s_scale = scale_log2;
+      else
+        logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
+                                                           row0, col0, rp, values);
+    } else if (st.full || Prog::kMaskIsTrue)
       logits_from_parts<Prog, Args, false, true, false>(s, args, step_shape, scale_log2, b, h,
                                                         row0, col0, rp, values);
     else
       logits_from_parts<Prog, Args, true, true, false>(s, args, step_shape, scale_log2, b, h,
                                                        row0, col0, rp, all);
-    sm.update(s, alpha);
+    return sm.template update<16, true>(s, alpha, s_scale);
   };
 
   mbar_wait(L::q_full(base), nth & 1);
@@ -385,7 +393,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     wgmma_wait<0>();
     pin_registers(s[0]);
     float alpha[2];
-    scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
+    bool rescale = scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
     attn_sm90_pack_p<T>(pf, s[0]);
     int prev_tiles = cur.tiles;
     slot.advance<L::kStages>();
@@ -396,16 +404,16 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
       take_turn();
       // Branch around whole commit groups only: a branch inside one makes ptxas split it.
       if (prev_tiles == 2)
-        attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, pf, q_rows, L::k_tile(base, slot.stage),
-                                        L::v_tile(base, prev.stage));
+        attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, rescale, pf, q_rows,
+                                        L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
       else
-        attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, pf, q_rows, L::k_tile(base, slot.stage),
-                                        L::v_tile(base, prev.stage));
+        attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, rescale, pf, q_rows,
+                                        L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
       pass_turn();
       column_parts(cur);
       wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
       pin_registers(s[0]);
-      scores(cur, alpha);
+      rescale = scores(cur, alpha);
       wgmma_wait<0>();  // see the schedule note at the top: ptxas places this before the softmax
       pin_registers(o);
       pin_registers(pf);
@@ -421,9 +429,9 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
 
     take_turn();
     if (prev_tiles == 2)
-      attn_sm90_issue_pv<T, kHeadDim, 8>(o, alpha, pf, L::v_tile(base, prev.stage));
+      attn_sm90_issue_pv<T, kHeadDim, 8>(o, alpha, rescale, pf, L::v_tile(base, prev.stage));
     else
-      attn_sm90_issue_pv<T, kHeadDim, 4>(o, alpha, pf, L::v_tile(base, prev.stage));
+      attn_sm90_issue_pv<T, kHeadDim, 4>(o, alpha, rescale, pf, L::v_tile(base, prev.stage));
     pass_turn();
     wgmma_wait<0>();
     pin_registers(o);

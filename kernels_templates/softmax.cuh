@@ -110,33 +110,55 @@ struct OnlineSoftmax {
   // Turns logits s into probabilities in place and returns in alpha the factor by which the
   // output accumulator rows must be rescaled. A row that is still all -inf keeps m = -inf and
   // uses 0 as its reference, so no inf - inf appears.
-  template <int kN>
-  __device__ __forceinline__ void update(float (&s)[kM][kN][4], float (&alpha)[2 * kM]) {
+  // s_scale > 0: s holds the logits divided by s_scale (the caller left out that multiply); the
+  // maximum commutes with it and the subtraction of the reference becomes one FFMA.
+  // kLazy: a row's reference m moves only once some row of the warp has grown past its own by more
+  // than kLazyRescaleLog2 (a warp-uniform decision, returned: false means alpha is 1 for every row
+  // the warp holds, so the caller may leave O alone). The probabilities are then at most
+  // 2^kLazyRescaleLog2 rather than 1; O / l and lse = m + log2(l) are unchanged.
+  static constexpr float kLazyRescaleLog2 = 8.f;
+  template <int kN, bool kLazy = false>
+  __device__ __forceinline__ bool update(float (&s)[kM][kN][4], float (&alpha)[2 * kM],
+                                         float s_scale = 1.f) {
+    float mx[2 * kM];
+    bool grow = false;
 #pragma unroll
-    for (int mi = 0; mi < kM; ++mi) {
+    for (int mi = 0; mi < kM; ++mi)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        int i = 2 * mi + half;
-        float mx = m[i];
+        const int i = 2 * mi + half;
+        float v = fmaxf(s[mi][0][2 * half], s[mi][0][2 * half + 1]);
 #pragma unroll
-        for (int n = 0; n < kN; ++n)
-          mx = fmaxf(mx, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
-        mx = quad_max(mx);
-        float ref = mx == neg_inf() ? 0.f : mx;
-        alpha[i] = fast_exp2(m[i] - ref);
-        m[i] = mx;
+        for (int n = 1; n < kN; ++n) v = fmaxf(v, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
+        v = quad_max(v) * s_scale;
+        mx[i] = fmaxf(m[i], v);
+        if (kLazy) grow |= v > m[i] + kLazyRescaleLog2;
+      }
+    const bool rescale = !kLazy || __any_sync(0xffffffffu, grow);
+#pragma unroll
+    for (int mi = 0; mi < kM; ++mi)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = 2 * mi + half;
+        if (rescale) {
+          const float ref = mx[i] == neg_inf() ? 0.f : mx[i];
+          alpha[i] = fast_exp2(m[i] - ref);
+          m[i] = mx[i];
+        } else {
+          alpha[i] = 1.f;
+        }
+        const float neg_ref = m[i] == neg_inf() ? 0.f : -m[i];
         float sum = 0.f;
 #pragma unroll
-        for (int n = 0; n < kN; ++n) {
+        for (int n = 0; n < kN; ++n)
 #pragma unroll
           for (int c = 2 * half; c < 2 * half + 2; ++c) {
-            s[mi][n][c] = fast_exp2(s[mi][n][c] - ref);
+            s[mi][n][c] = fast_exp2(fmaf(s[mi][n][c], s_scale, neg_ref));
             sum += s[mi][n][c];
           }
-        }
-        l[i] = l[i] * alpha[i] + sum;
+        l[i] = rescale ? l[i] * alpha[i] + sum : l[i] + sum;
       }
-    }
+    return rescale;
   }
 
   // Completes the row sums; returns per row the output scale (0 for an empty row) and the
