@@ -94,13 +94,13 @@ template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_bwd_sm90_scores(
     float (&acc)[AttnBwdSm90Layout<kHeadDim>::kQStep / 8][4], unsigned rows, unsigned step_tile) {
   using L = AttnBwdSm90Layout<kHeadDim>;
+  const unsigned long long a = smem_descriptor_sw128(rows, 16, 1024);
+  const unsigned long long b = smem_descriptor_sw128(step_tile, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    const unsigned a = rows + (kk >> 2) * L::kKvColBlockBytes + (kk & 3) * 32;
-    const unsigned b = step_tile + (kk >> 2) * L::kQColBlockBytes + (kk & 3) * 32;
-    Wgmma<L::kQStep>::template ss<T>(acc, smem_descriptor_sw128(a, 16, 1024),
-                                     smem_descriptor_sw128(b, 16, 1024), kk > 0);
-  }
+  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+    Wgmma<L::kQStep>::template ss<T>(
+        acc, smem_descriptor_advance(a, (kk >> 2) * L::kKvColBlockBytes + (kk & 3) * 32),
+        smem_descriptor_advance(b, (kk >> 2) * L::kQColBlockBytes + (kk & 3) * 32), kk > 0);
 }
 
 // acc += frag x step_tile over the step's q rows: frag is P^T or dS^T as A fragments (k16 slice
@@ -110,20 +110,22 @@ __device__ __forceinline__ void attn_bwd_sm90_accumulate(
     float (&acc)[kHeadDim / 8][4],
     const unsigned (&frag)[AttnBwdSm90Layout<kHeadDim>::kQStep / 16][4], unsigned step_tile) {
   using L = AttnBwdSm90Layout<kHeadDim>;
+  const unsigned long long b = smem_descriptor_sw128(step_tile, L::kQColBlockBytes, 1024);
 #pragma unroll
   for (int kk = 0; kk < L::kQStep / 16; ++kk)
-    Wgmma<kHeadDim>::template rs<T>(
-        acc, frag[kk], smem_descriptor_sw128(step_tile + kk * 16 * 128, L::kQColBlockBytes, 1024));
+    Wgmma<kHeadDim>::template rs<T>(acc, frag[kk], smem_descriptor_advance(b, kk * 16 * 128));
 }
 
 // dQ block = dS K over the CTA's 128 keys, 64 q rows by 64 d columns: `ds` is the dS^T buffer
 // (MN-major A), `k` a 64-column block of the K tile (N-major B).
 template <class T>
 __device__ __forceinline__ void attn_bwd_sm90_dq(float (&acc)[8][4], unsigned ds, unsigned k) {
+  const unsigned long long a = smem_descriptor_sw128(ds, 16384, 1024);
+  const unsigned long long b = smem_descriptor_sw128(k, 16384, 1024);
 #pragma unroll
   for (int kk = 0; kk < kAttnBwdSm90BlockKV / 16; ++kk)
-    Wgmma<64>::template ss<T, 1, 1>(acc, smem_descriptor_sw128(ds + kk * 16 * 128, 16384, 1024),
-                                    smem_descriptor_sw128(k + kk * 16 * 128, 16384, 1024), kk > 0);
+    Wgmma<64>::template ss<T, 1, 1>(acc, smem_descriptor_advance(a, kk * 16 * 128),
+                                    smem_descriptor_advance(b, kk * 16 * 128), kk > 0);
 }
 
 // Stores the consumer's dS^T fragments (rows 64 cw + 16 warp + g (+ 8), q columns) into the
@@ -343,7 +345,7 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
   const int group = sh.heads_q / sh.heads_kv;
   const int b = blockIdx.x / sh.heads_kv, hk = blockIdx.x % sh.heads_kv;
   const int kt0 = 2 * blockIdx.y, kv0 = kt0 * kAttnBlockKV;
-  const int wg = threadIdx.x >> 7;
+  const int wg = warpgroup_index();
 
   if (threadIdx.x == 0) {
     mbar_init(L::kv_full(base), 1);

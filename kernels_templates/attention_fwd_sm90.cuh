@@ -218,12 +218,12 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_qk(float (&s)[16][4], unsigned q_rows, unsigned k) {
   using L = AttnFwdSm90Layout<kHeadDim>;
+  const unsigned long long a = smem_descriptor_sw128(q_rows, 16, 1024);
+  const unsigned long long bd = smem_descriptor_sw128(k, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     const unsigned at = (kk >> 2) * L::kColBlockBytes + (kk & 3) * 32;
-    const unsigned long long a = smem_descriptor_sw128(q_rows + at, 16, 1024);
-    const unsigned long long bd = smem_descriptor_sw128(k + at, 16, 1024);
-    Wgmma<128>::ss<T>(s, a, bd, kk > 0);
+    Wgmma<128>::ss<T>(s, smem_descriptor_advance(a, at), smem_descriptor_advance(bd, at), kk > 0);
   }
 }
 
@@ -233,10 +233,10 @@ template <class T, int kHeadDim, int kSlices>
 __device__ __forceinline__ void attn_sm90_pv(float (&o)[kHeadDim / 8][4], const unsigned (&p)[8][4],
                                              unsigned v) {
   using L = AttnFwdSm90Layout<kHeadDim>;
+  const unsigned long long vd = smem_descriptor_sw128(v, L::kColBlockBytes, 1024);
 #pragma unroll
   for (int kk = 0; kk < kSlices; ++kk)
-    Wgmma<kHeadDim>::template rs<T>(
-        o, p[kk], smem_descriptor_sw128(v + kk * 16 * 128, L::kColBlockBytes, 1024));
+    Wgmma<kHeadDim>::template rs<T>(o, p[kk], smem_descriptor_advance(vd, kk * 16 * 128));
 }
 
 // O's rows brought to the running max of the step whose P is added next.
@@ -486,7 +486,7 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
   extern __shared__ unsigned char attn_sm90_smem[];
   const unsigned base = (smem_addr(attn_sm90_smem) + 1023u) & ~1023u;
   if (p.mask.block_q != kAttnSm90BlockQ || p.mask.block_kv != kAttnBlockKV) __trap();
-  const int wg = threadIdx.x >> 7;
+  const int wg = warpgroup_index();
 
   if (threadIdx.x == 0) {
     mbar_init(L::q_full(base), 1);

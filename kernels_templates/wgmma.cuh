@@ -44,6 +44,23 @@ __device__ __forceinline__ unsigned long long smem_descriptor_sw128(unsigned add
   return encode(addr) | (encode(leading_bytes) << 16) | (encode(stride_bytes) << 32) | (1ull << 62);
 }
 
+// threadIdx.x / 128, read through a shuffle from lane 0 so that the compiler knows it is the same
+// in every lane: values derived from it (shared-memory addresses, descriptors) then live in
+// uniform registers, which wgmma reads its descriptors from, instead of being built per lane
+// and moved over before each product.
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+}
+
+// The descriptor of the matrix `bytes` (a multiple of 16) past the one `d` describes: the start
+// address field (bits 0-13) holds addr >> 4, and shared-memory addresses stay below 2^18, so
+// adding to it never carries into the next field. One add where a fresh descriptor takes a mask,
+// a shift and an or per product.
+__device__ __forceinline__ unsigned long long smem_descriptor_advance(unsigned long long d,
+                                                                      unsigned bytes) {
+  return d + (bytes >> 4);
+}
+
 // Orders this thread's earlier register writes before the next wgmma reads them (accumulators,
 // A fragments). Required before the first wgmma of each batch that follows ordinary code.
 __device__ __forceinline__ void wgmma_fence() {
