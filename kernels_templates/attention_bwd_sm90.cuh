@@ -212,27 +212,42 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
 
   const bool dq_sender = kAtomicDq && thread == 0;  // issues this consumer's dQ reductions
   if (dq_sender) tma_prefetch_descriptor(&maps.dq_accum);
+  // Each step's S^T and dP^T are issued at the end of the step before, under its dQ product;
+  // once dQ has landed, its block goes to the consumer's buffer and from there to dq_accum. The
+  // ring's closing record (head -1) gets them too, into stale stage contents: their results are
+  // never read, and every wait count stays the same on every path (ptxas serialises all
+  // products where it cannot tell which ones are in flight).
+  float s[kQN][4], dp[kQN][4];
+  auto issue_s = [&](const RingSlot& at) {
+    wgmma_fence();
+    attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, L::q_tile(base, at.stage));
+    wgmma_commit();
+  };
+  auto issue_dp = [&](const RingSlot& at) {
+    wgmma_fence();
+    attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, L::do_tile(base, at.stage));
+    wgmma_commit();
+  };
+  auto record = [&](const RingSlot& at) {
+    mbar_wait(L::full(base, at.stage), at.parity);
+    return *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(at.stage));
+  };
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
-  for (int step = 0;; ++step) {
-    mbar_wait(L::full(base, slot.stage), slot.parity);
-    const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
-    if (st.head < 0) break;
+  BwdSm90Step st = record(slot);
+  issue_s(slot);
+  issue_dp(slot);
+  for (int step = 0; st.head >= 0; ++step) {
     const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
     const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
     // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
     // the whole block, by the consumers in turn (a branch around whole commit groups only).
     const bool dq_here = kAtomicDq && (kHeadDim == 128 || (step & 1) == cw);
     const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
-    // Declared per step: the first product of each overwrites them (scale_d = 0), so nothing
-    // stays live from one step to the next.
-    float s[kQN][4], dp[kQN][4], dq[8][4];
+    // Declared per step: P^T and dS^T are written before their products read them, dQ's first
+    // product overwrites it (scale_d = 0), so none of them is live across steps.
     unsigned pf[kQK][4], dsf[kQK][4];
-    wgmma_fence();
-    attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, q_tile);
-    wgmma_commit();
-    attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, do_tile);
-    wgmma_commit();
+    float dq[8][4];
 
     // No key of an empty half is attended by these rows: its P and dS must be 0. With an
     // identity score_mod no hook runs on the fast path, so an lse of +inf zeroes P there;
@@ -265,14 +280,15 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
       wgmma_commit();
     } else {
-      wgmma_wait<1>();  // S^T has landed; dP^T may still run
+      // S^T and dP^T have landed: waiting for S^T alone, with dP^T issued in the step before,
+      // makes ptxas serialise every product.
+      wgmma_wait<0>();
       pin_registers(s);
       attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
                                                              interior, kp, held, lse2, delta);
       wgmma_fence();
       attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
       wgmma_commit();
-      wgmma_wait<1>();  // dP^T has landed; dV's product may still run
       pin_registers(dp);
       attn_bwd_sm90_gradients<T>(dp, s, dsf, delta);
     }
@@ -294,22 +310,31 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
         wgmma_commit();
       }
     }
-    wgmma_wait<0>();
+    // dV and dK have landed (dQ may still run): the stage is free, its Q and dO read.
+    if (dq_here)
+      wgmma_wait<1>();
+    else
+      wgmma_wait<0>();
     pin_registers(dk);
     pin_registers(dv);
     pin_registers(pf);
     pin_registers(dsf);
-    if (kAtomicDq) pin_registers(dq);
     mbar_arrive(L::empty(base, slot.stage));
-
+    slot.advance<L::kStages>();
+    const BwdSm90Step done = st;
+    st = record(slot);
+    issue_s(slot);
+    wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
     if (dq_here) {
+      pin_registers(dq);
       attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
       fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
       named_barrier_sync(kBwdDqBarrier + cw, 128);
-      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, st.head, st.q0);
+      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, done.head, done.q0);
     }
-    slot.advance<L::kStages>();
+    issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
   }
+  wgmma_wait<0>();  // the closing record's products
 
   if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
   // Epilogue: dK * scale and dV, two elements per store.
