@@ -19,12 +19,11 @@
 //     each, which is exactly one block-mask kv tile, so each consumer classifies its rows of a
 //     step by its own tile (full: no mask; partial: mask per element; empty: P = dS = 0). Per
 //     step, rows kv and columns q (transposed, as the portable kernel's dK/dV pass):
-//       S^T = K Q^T, dP^T = V dO^T      wgmma ss m64n64, two commit groups
-//       P^T (x score_grad)              once S^T lands; P^T packed to bf16 / f16 A fragments
-//       dV += P^T dO                    wgmma rs, issued while dP^T may still run
-//       dS^T = P^T sg (dP^T - delta)    once dP^T lands; packed likewise
-//       dK += dS^T Q                    wgmma rs
-//     (with a score_mod, P^T and dS^T are one pass after both products: see kFusedElements).
+//       S^T = K Q^T, dP^T = V dO^T      wgmma ss m64n64, two commit groups, issued at the end
+//                                       of the step before (S^T under its dQ product)
+//       P^T (x score_grad) and          one pass once both have landed; packed to bf16 / f16
+//       dS^T = P^T sg (dP^T - delta)    A fragments
+//       dV += P^T dO, dK += dS^T Q      wgmma rs
 //     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), both consumers meet
 //     at a named barrier, and dQ = dS K (wgmma ss, both operands MN-major) is computed in 64 x 64
 //     blocks: at D = 128 each consumer its 64 d columns every step, at D = 64 the consumers take
@@ -38,9 +37,10 @@
 //     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
 //     attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
-// A consumer waits for all its products of a step before releasing the stage. The dS buffers
-// alternate, so the barrier of step j + 1 (which a consumer reaches only after its dQ product of
-// step j has landed) is what frees buffer j % 2 for step j + 2.
+// A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
+// dS buffer), and waits for its dQ product under the next step's S^T. The dS buffers alternate,
+// so the barrier of step j + 1 (which a consumer reaches only after its dQ product of step j has
+// landed) is what frees buffer j % 2 for step j + 2.
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S^T, dP^T, dK,
@@ -76,7 +76,9 @@
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
-// no spills and no local memory. (A dQ writer thread on the producer warpgroup, FA3's
+// no spills in the step loop, except prefix_lm's at D = 128 (five loop-invariant values reloaded
+// once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
+// D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup, FA3's
 // arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
 // at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
@@ -201,10 +203,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   const float scale_log2 = sh.scale * kLog2e;
   const bool kv_interior = kv0 + 64 * cw + 64 <= sh.seq_kv;
   const unsigned k_rows = base + L::kK + cw * 64 * 128, v_rows = base + L::kV + cw * 64 * 128;
-  // With hooks in the probabilities pass (a score_mod and its gradient) P and dS are computed in
-  // one pass once dP^T has landed: keeping P * score_grad in fp32 next to P's fragments for a
-  // separate gradients pass made ptxas spill at D = 128.
-  constexpr bool kFusedElements = !Prog::kScoreIsIdentity;
 
   float dk[kDN][4], dv[kDN][4];
   attn_bwd_sm90_zero(dk);
@@ -228,16 +226,16 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, L::do_tile(base, at.stage));
     wgmma_commit();
   };
-  auto record = [&](const RingSlot& at) {
-    mbar_wait(L::full(base, at.stage), at.parity);
-    return *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(at.stage));
-  };
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
-  BwdSm90Step st = record(slot);
+  mbar_wait(L::full(base, slot.stage), slot.parity);
   issue_s(slot);
   issue_dp(slot);
-  for (int step = 0; st.head >= 0; ++step) {
+  for (int step = 0;; ++step) {
+    // The stage's full barrier was waited for before its products were issued; its record stays
+    // until the stage is released below.
+    const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
+    if (st.head < 0) break;
     const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
     const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
     // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
@@ -270,28 +268,17 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     QParts<Prog, !Prog::kMaskIsTrue, true> held[kQ / 32];
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
-    if constexpr (kFusedElements) {
-      wgmma_wait<0>();  // S^T and dP^T have landed
-      pin_registers(s);
-      pin_registers(dp);
-      attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
-                                                            interior, kp, held, lse2, delta);
-      wgmma_fence();
-      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-      wgmma_commit();
-    } else {
-      // S^T and dP^T have landed: waiting for S^T alone, with dP^T issued in the step before,
-      // makes ptxas serialise every product.
-      wgmma_wait<0>();
-      pin_registers(s);
-      attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
-                                                             interior, kp, held, lse2, delta);
-      wgmma_fence();
-      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-      wgmma_commit();
-      pin_registers(dp);
-      attn_bwd_sm90_gradients<T>(dp, s, dsf, delta);
-    }
+    // P^T and dS^T in one pass once S^T and dP^T have landed. (Starting P^T on S^T alone, with
+    // dP^T issued in the step before, makes ptxas serialise every product; a separate gradients
+    // pass, P * score_grad kept in fp32 next to P's fragments, spills at D = 128.)
+    wgmma_wait<0>();
+    pin_registers(s);
+    pin_registers(dp);
+    attn_bwd_sm90_tile_probabilities<Prog, Args, T>(s, dp, pf, dsf, args, tile, full, interior,
+                                                    kp, held, lse2, delta);
+    wgmma_fence();
+    attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+    wgmma_commit();
     if (kAtomicDq) {
       attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
       fence_proxy_async_shared();
@@ -321,8 +308,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     pin_registers(dsf);
     mbar_arrive(L::empty(base, slot.stage));
     slot.advance<L::kStages>();
-    const BwdSm90Step done = st;
-    st = record(slot);
+    mbar_wait(L::full(base, slot.stage), slot.parity);
     issue_s(slot);
     wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
     if (dq_here) {
@@ -330,7 +316,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
       fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
       named_barrier_sync(kBwdDqBarrier + cw, 128);
-      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, done.head, done.q0);
+      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, st.head, st.q0);
     }
     issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
   }

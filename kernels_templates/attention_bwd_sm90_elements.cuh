@@ -15,19 +15,16 @@ struct BwdSm90Tile {
   int b, h, row0, col0;
 };
 
-// The element passes over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas).
-//   probabilities: p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and
-//     2kk + 1); score_grad runs only where P > 0 (or, where it reads score, next to score_mod
-//     where the mask holds: element_probability), so hooks only run where the mask holds.
-//     kFused: also dS = P * score_grad * (dP - delta) into f (dp is consumed). Otherwise s
-//     becomes P * score_grad for the gradients pass, so that dV's product can start on P while
-//     dP^T is still being computed.
-//   gradients: dS = (P * score_grad) * (dP - delta) into f.
+// The element pass over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas):
+// p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and 2kk + 1), and
+// dS = P * score_grad * (dP - delta) into f likewise; score_grad runs only where P > 0 (or,
+// where it reads score, next to score_mod where the mask holds: element_probability), so hooks
+// only run where the mask holds.
 // lse2(n, c) is the log2-domain lse of the element's column, delta(n, c) its delta.
 // kp: the hooks' parts of the two kv rows; col_parts(n).at[j]: those of q column
 // col0 + 8 n + j (hook_parts.cuh; they may hold more than this pass reads).
-template <class Prog, class Args, class T, bool kMask, bool kBounds, bool kFused, int kN,
-          class RowParts, class ColPartsOf, class Lse2, class Delta>
+template <class Prog, class Args, class T, bool kMask, bool kBounds, int kN, class RowParts,
+          class ColPartsOf, class Lse2, class Delta>
 __device__ __forceinline__ void attn_bwd_sm90_probabilities(
     float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
     const Args& args, const BwdSm90Tile& t, const RowParts (&kp)[2], ColPartsOf col_parts,
@@ -43,38 +40,20 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(
       pr[c] = element_probability<Prog, Args, kMask, kBounds>(
           args, qp[c & 1], kp[c >> 1], s[n][c], t.sh.scale, t.scale_log2, t.b, t.h, q, kv,
           t.sh.seq_q, t.sh.seq_kv, lse2(n, c), g);
-      if (kFused)
-        ds[c] = g * (dp[n][c] - delta(n, c));
-      else
-        s[n][c] = g;
+      ds[c] = g * (dp[n][c] - delta(n, c));
     }
     p[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(pr[0], pr[1]);
     p[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(pr[2], pr[3]);
-    if (kFused) {
-      f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
-      f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
-    }
-  }
-}
-
-template <class T, int kN, class Delta>
-__device__ __forceinline__ void attn_bwd_sm90_gradients(float (&dp)[kN][4],
-                                                        const float (&pg)[kN][4],
-                                                        unsigned (&f)[kN / 2][4], Delta delta) {
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) dp[n][c] = pg[n][c] * (dp[n][c] - delta(n, c));
-    f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(dp[n][0], dp[n][1]);
-    f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(dp[n][2], dp[n][3]);
+    f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
+    f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
   }
 }
 
 // The cheapest variant of the probabilities pass, as tile_bwd picks for the portable kernel, on
 // the parts its caller computed: held[i] = the q columns' (col0 - 2 t) + lane + 32 i, with the
 // mask's when the tile is not full (compute_held_columns, hook_parts.cuh).
-template <class Prog, class Args, class T, bool kFused, int kN, class RowParts, class ColParts,
-          int kHeld, class Lse2, class Delta>
+template <class Prog, class Args, class T, int kN, class RowParts, class ColParts, int kHeld,
+          class Lse2, class Delta>
 __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
     float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
     const Args& args, const BwdSm90Tile& t, bool full, bool interior, const RowParts (&kp)[2],
@@ -84,13 +63,13 @@ __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
   const WarpHeldColumns<ColParts, false, kHeld, Args> values{held, args, t.b, t.h, first};
   const WarpHeldColumns<ColParts, true, kHeld, Args> all{held, args, t.b, t.h, first};
   if (full && interior)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kFused>(s, dp, p, f, args, t, kp,
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, false>(s, dp, p, f, args, t, kp,
                                                                      values, lse2, delta);
   else if (full || Prog::kMaskIsTrue)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kFused>(s, dp, p, f, args, t, kp,
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, true>(s, dp, p, f, args, t, kp,
                                                                     values, lse2, delta);
   else
-    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kFused>(s, dp, p, f, args, t, kp,
+    attn_bwd_sm90_probabilities<Prog, Args, T, true, true>(s, dp, p, f, args, t, kp,
                                                                    all, lse2, delta);
 }
 
