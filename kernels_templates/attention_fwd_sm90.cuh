@@ -25,7 +25,9 @@
 // serialises every wgmma of a sequence that branches inside a group.
 //
 // Schedule (per consumer warpgroup): the products of step j+1's S and step j's P V are issued in
-// one turn, O's rescale by step j's alpha between them (it runs under S's product); the score
+// one turn, O's rescale by step j's alpha between them (it runs under S's product; skipped, with a
+// warp-uniform branch between the commit groups, where step j's softmax left the warp's
+// references where they were: OnlineSoftmax's lazy rescale); the score
 // pipeline of step j+1 starts once S lands (wgmma_wait<1>). The two consumer warpgroups take
 // turns to issue (named barriers kSchedBarrier + consumer index), so one's softmax overlaps the
 // other's products (FlashAttention-3's ping-pong). The source also lets step j+1's softmax overlap
