@@ -36,63 +36,40 @@ struct HookPartPick<false, A, B> {
   using type = B;
 };
 
+// name<T>::value: T::member where T declares it (a static constexpr bool the generator emits),
+// else `fallback`.
+#define TJ_DECLARED_FLAG(name, member, fallback)                                    \
+  template <class T, class = void>                                                  \
+  struct name {                                                                     \
+    static constexpr bool value = fallback;                                         \
+  };                                                                                \
+  template <class T>                                                                \
+  struct name<T, typename HookPartsVoid<decltype(T::member)>::type> {               \
+    static constexpr bool value = T::member;                                        \
+  }
+
 // Whether a part reads buffers per position (the generator marks it `kGathers`): such parts are
 // worth computing once per lane and sharing (compute_held_columns); others, arithmetic or
 // per-batch values, are cheaper computed where they are used.
-template <class T, class = void>
-struct PartGathers {
-  static constexpr bool value = false;
-};
-template <class T>
-struct PartGathers<T, typename HookPartsVoid<decltype(T::kGathers)>::type> {
-  static constexpr bool value = T::kGathers;
-};
+TJ_DECLARED_FLAG(PartGathers, kGathers, false);
 
 // Whether a part is the same at every position (marked `kPositionFree`: a per-head slope, the
 // reciprocal of a param): computed once per tile where the kernel shares parts.
-template <class T, class = void>
-struct PartPositionFree {
-  static constexpr bool value = false;
-};
-template <class T>
-struct PartPositionFree<T, typename HookPartsVoid<decltype(T::kPositionFree)>::type> {
-  static constexpr bool value = T::kPositionFree;
-};
+TJ_DECLARED_FLAG(PartPositionFree, kPositionFree, false);
 
 // Whether the program declares score_log2 (marked `kScoreLog2`: the generator folded the
 // multiplications around score_mod per row, compiler/codegen/ScoreFold.h).
-template <class Prog, class = void>
-struct ScoreLog2Declared {
-  static constexpr bool value = false;
-};
-template <class Prog>
-struct ScoreLog2Declared<Prog, typename HookPartsVoid<decltype(Prog::kScoreLog2)>::type> {
-  static constexpr bool value = Prog::kScoreLog2;
-};
+TJ_DECLARED_FLAG(ScoreLog2Declared, kScoreLog2, false);
 
 // Whether score_grad reads score (marked `kGradReadsScore` by the generator; assumed where not
 // marked). A backward pass evaluates score_grad at scale * acc next to score_mod's logit; where
 // score_grad reads score the two share their common subexpressions (a soft-cap's tanh) only if
 // the logit is computed in the written order, elsewhere the folded logit is cheaper.
-template <class Prog, class = void>
-struct GradReadsScore {
-  static constexpr bool value = true;
-};
-template <class Prog>
-struct GradReadsScore<Prog, typename HookPartsVoid<decltype(Prog::kGradReadsScore)>::type> {
-  static constexpr bool value = Prog::kGradReadsScore;
-};
+TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 
 // Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
 // score_grad at one point, their shared nodes computed once, compiler/codegen/CudaCodegen.cpp).
-template <class Prog, class = void>
-struct ScoreGradLog2Declared {
-  static constexpr bool value = false;
-};
-template <class Prog>
-struct ScoreGradLog2Declared<Prog, typename HookPartsVoid<decltype(Prog::kScoreGradLog2)>::type> {
-  static constexpr bool value = Prog::kScoreGradLog2;
-};
+TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);
 
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
