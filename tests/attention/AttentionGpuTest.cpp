@@ -117,7 +117,7 @@ void check_lse(const std::vector<double>& got, const std::vector<double>& want) 
 // Runs one case; false when the reference is not finite (a random program may overflow), so
 // the caller can draw another.
 bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool analysed,
-              bool gpu = true) {
+              bool gpu = true, std::optional<float> scale = std::nullopt) {
   std::mt19937_64 rng(seed);
   SCOPED_TRACE(fmt::format("{} {} D={} B={} Hq={} Hkv={} Sq={} Skv={} {} {} mask", prog.name,
                            dtype_name(s.dtype), s.dim, s.batch, s.heads_q, s.heads_kv, s.seq_q,
@@ -146,7 +146,8 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
 
   ReferenceHooks ref = reference_hooks(lowered, ctx);
   AttentionRefShape rs{
-      s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, s.dim, 1 / std::sqrt(double(s.dim))};
+      s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, s.dim,
+      scale ? double(*scale) : 1 / std::sqrt(double(s.dim))};
   auto fwd_ref = attention_forward_reference(rs, ref.hooks(), q.values(), k.values(), v.values());
   // The backward reference takes delta from the output the backward is given (the kernel's own);
   // both overflow together, so a case is drawn again when the exact one is not finite.
@@ -172,7 +173,7 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
     SCOPED_TRACE(path == AttentionPath::Sm90 ? "sm90 forward" : "portable forward");
     poison(out), poison(lse);
     attention_forward(prog, view(q), view(k), view(v), bind, mask,
-                      {.scale = std::nullopt, .deterministic = false, .forward_path = path},
+                      {.scale = scale, .deterministic = false, .forward_path = path},
                       nullptr, view(out), view(lse));
     finish({&out, &lse});
     check_close("out", out.values(), fwd_ref.out, tol);
@@ -190,7 +191,7 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
       for (TestTensor* t : {&dq, &dk, &dv}) poison(*t);
       attention_backward(
           prog, view(q), view(k), view(v), view(out), view(lse), view(d_out), bind, mask,
-          AttentionOptions{.scale = std::nullopt, .deterministic = det, .backward_path = path},
+          AttentionOptions{.scale = scale, .deterministic = det, .backward_path = path},
           nullptr, view(dq), view(dk), view(dv));
       finish({&dq, &dk, &dv});
       if (mode == 2) {
@@ -314,6 +315,28 @@ TEST_F(AttentionGpu, EdgeShapes) {
                           {3, 2, 1, 128, 64, 128, DType::BF16, false}};
   uint64_t seed = 99;
   for (const Shape& s : shapes) EXPECT_TRUE(run_case(causal, s, seed++, true));
+}
+
+// The forward's softmax moves a warp's reference only when a row's maximum grows by more than
+// 2^8 (OnlineSoftmax's lazy rescale): a bias rising along kv makes it move at most steps, one
+// falling along kv never after the first, a steep one in the middle of the row once late; rows
+// long enough for many 128-column steps. A negative scale takes the forward off the raw-product
+// exponent (which needs scale > 0) on an identity score_mod.
+TEST_F(AttentionGpu, RescaleAcrossSteps) {
+  const Shape shapes[] = {{1, 2, 1, 300, 1100, 128, DType::BF16, false},
+                          {1, 2, 2, 1100, 1100, 64, DType::F16, true}};
+  const char* programs[] = {
+      "attention rising { score = score + f32(kv) * 0.03 }",
+      "attention falling { mask = q >= kv\n score = score - f32(kv) * 0.03 }",
+      "attention step { score = score + select(kv >= 600, 12.0, 0.0) }"};
+  std::vector<Case> cases;
+  uint64_t seed = 7;
+  for (const char* text : programs)
+    for (const Shape& s : shapes) cases.push_back({parse_attention(text), s, seed++, true});
+  warm_kernel_cache(cases);
+  for (const Case& c : cases) EXPECT_TRUE(run_case(c.program, c.shape, c.seed, c.analysed));
+  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
+  for (const Shape& s : shapes) EXPECT_TRUE(run_case(causal, s, seed++, true, true, -0.06f));
 }
 
 // The same cases on host tensors run on the CPU executor (no GPU needed): the harness, the
