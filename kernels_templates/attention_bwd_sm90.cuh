@@ -78,8 +78,8 @@
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
 // no spills in the step loop, except prefix_lm's at D = 128 (five loop-invariant values reloaded
 // once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
-// D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup, FA3's
-// arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
+// D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
+// FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
 // at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
 // deterministic).
@@ -274,8 +274,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_wait<0>();
     pin_registers(s);
     pin_registers(dp);
-    attn_bwd_sm90_tile_probabilities<Prog, Args, T>(s, dp, pf, dsf, args, tile, full, interior,
-                                                    kp, held, lse2, delta);
+    attn_bwd_sm90_tile_probabilities<Prog, Args, T>(s, dp, pf, dsf, args, tile, full, interior, kp,
+                                                    held, lse2, delta);
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
     wgmma_commit();

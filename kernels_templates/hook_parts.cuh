@@ -38,14 +38,14 @@ struct HookPartPick<false, A, B> {
 
 // name<T>::value: T::member where T declares it (a static constexpr bool the generator emits),
 // else `fallback`.
-#define TJ_DECLARED_FLAG(name, member, fallback)                                    \
-  template <class T, class = void>                                                  \
-  struct name {                                                                     \
-    static constexpr bool value = fallback;                                         \
-  };                                                                                \
-  template <class T>                                                                \
-  struct name<T, typename HookPartsVoid<decltype(T::member)>::type> {               \
-    static constexpr bool value = T::member;                                        \
+#define TJ_DECLARED_FLAG(name, member, fallback)                      \
+  template <class T, class = void>                                    \
+  struct name {                                                       \
+    static constexpr bool value = fallback;                           \
+  };                                                                  \
+  template <class T>                                                  \
+  struct name<T, typename HookPartsVoid<decltype(T::member)>::type> { \
+    static constexpr bool value = T::member;                          \
   }
 
 // Whether a part reads buffers per position (the generator marks it `kGathers`): such parts are

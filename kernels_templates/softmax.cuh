@@ -129,7 +129,8 @@ struct OnlineSoftmax {
         const int i = 2 * mi + half;
         float v = fmaxf(s[mi][0][2 * half], s[mi][0][2 * half + 1]);
 #pragma unroll
-        for (int n = 1; n < kN; ++n) v = fmaxf(v, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
+        for (int n = 1; n < kN; ++n)
+          v = fmaxf(v, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
         v = quad_max(v) * s_scale;
         mx[i] = fmaxf(m[i], v);
         if (kLazy) grow |= v > m[i] + kLazyRescaleLog2;

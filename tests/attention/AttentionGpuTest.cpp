@@ -145,9 +145,8 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
   for (TestTensor* t : {&q, &k, &v, &d_out}) t->fill_random(rng, 1.5);
 
   ReferenceHooks ref = reference_hooks(lowered, ctx);
-  AttentionRefShape rs{
-      s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, s.dim,
-      scale ? double(*scale) : 1 / std::sqrt(double(s.dim))};
+  const double ref_scale = scale ? double(*scale) : 1 / std::sqrt(double(s.dim));
+  AttentionRefShape rs{s.batch, s.heads_q, s.heads_kv, s.seq_q, s.seq_kv, s.dim, ref_scale};
   auto fwd_ref = attention_forward_reference(rs, ref.hooks(), q.values(), k.values(), v.values());
   // The backward reference takes delta from the output the backward is given (the kernel's own);
   // both overflow together, so a case is drawn again when the exact one is not finite.
@@ -173,8 +172,8 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
     SCOPED_TRACE(path == AttentionPath::Sm90 ? "sm90 forward" : "portable forward");
     poison(out), poison(lse);
     attention_forward(prog, view(q), view(k), view(v), bind, mask,
-                      {.scale = scale, .deterministic = false, .forward_path = path},
-                      nullptr, view(out), view(lse));
+                      {.scale = scale, .deterministic = false, .forward_path = path}, nullptr,
+                      view(out), view(lse));
     finish({&out, &lse});
     check_close("out", out.values(), fwd_ref.out, tol);
     check_lse(lse.values(), fwd_ref.lse);
@@ -191,8 +190,8 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
       for (TestTensor* t : {&dq, &dk, &dv}) poison(*t);
       attention_backward(
           prog, view(q), view(k), view(v), view(out), view(lse), view(d_out), bind, mask,
-          AttentionOptions{.scale = scale, .deterministic = det, .backward_path = path},
-          nullptr, view(dq), view(dk), view(dv));
+          AttentionOptions{.scale = scale, .deterministic = det, .backward_path = path}, nullptr,
+          view(dq), view(dk), view(dv));
       finish({&dq, &dk, &dv});
       if (mode == 2) {
         EXPECT_EQ(dq.values(), first[0]) << "deterministic dQ differs between runs";
