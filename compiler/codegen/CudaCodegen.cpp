@@ -9,10 +9,11 @@
 
 #include "compiler/Error.h"
 #include "compiler/Printer.h"
+#include "compiler/codegen/BodyWriter.h"
 #include "compiler/codegen/CudaOps.h"
 #include "compiler/codegen/HookSplit.h"
-#include "compiler/codegen/PositionRange.h"
 #include "compiler/codegen/ScoreFold.h"
+#include "compiler/codegen/ScoreLog2Writer.h"
 
 namespace tilejit {
 
@@ -84,120 +85,6 @@ std::string comment_text(const Expr& e) {
   return s;
 }
 
-// Writes one hook body: SSA temporaries for the DAG's nodes, Select arms in if/else scopes.
-class BodyWriter {
- public:
-  BodyWriter(std::string& out, const std::unordered_map<std::string, std::string>& members)
-      : out_(out), members_(members) {}
-
-  // i32 -> f32 casts of values proven within +-2^22 for positions below kPositionLimit use
-  // tj_i2f_small (PositionRange.h); only for kernels launched under that bound.
-  void convert_small_ints(bool on) { small_ints_ = on; }
-  // `e` is available as `spelling` (a field of a hook part).
-  void bind(const Expr& e, std::string spelling) { temps_.emplace(e.get(), std::move(spelling)); }
-  // An f32 division by `divisor` multiplies by the reciprocal `recip` (a TjRecip).
-  void bind_recip(const Expr& divisor, std::string recip) {
-    recips_.emplace(divisor.get(), std::move(recip));
-  }
-
-  // The spelling of the TjRecip bound to `divisor` (bind_recip).
-  const std::string& recip_of(const Expr& divisor) const { return recips_.at(divisor.get()); }
-
-  // Emits the statements computing `root` at `indent` and returns its operand spelling.
-  std::string scope(const Expr& root, int indent) {
-    if (available(root)) return operand(root);
-    // The nodes this scope needs whatever happens: reachable from root without entering a
-    // Select arm. Computing them in post-order over *all* edges puts each before every Select
-    // whose arms read it, so the arms find them already available.
-    std::unordered_set<const Node*> need{root.get()};
-    std::vector<Expr> stack{root};
-    while (!stack.empty()) {
-      Expr e = stack.back();
-      stack.pop_back();
-      size_t unconditional = e.op() == Op::Select ? 1 : by_recip(e) ? 1 : e.num_args();
-      for (size_t i = 0; i < unconditional; ++i) {
-        const Expr& c = e.arg(i);
-        if (!available(c) && need.insert(c.get()).second) stack.push_back(c);
-      }
-    }
-    ir::visit_post_order(root, [&](const Expr& e) {
-      if (need.contains(e.get())) emit(e, indent);
-    });
-    return operand(root);
-  }
-
- private:
-  bool available(const Expr& e) const { return ir::is_leaf(e) || temps_.contains(e.get()); }
-  bool by_recip(const Expr& e) const {
-    return e.op() == Op::Div && e.type() == Type::F32 && recips_.contains(e.arg(1).get());
-  }
-
-  std::string member(const Expr& e) const {
-    if (e.op() != Op::Param && e.op() != Op::Load) return {};
-    auto it = members_.find(e->name);
-    TILEJIT_INTERNAL_CHECK(it != members_.end(), "{} is not declared by the program", e->name);
-    return it->second;
-  }
-
-  std::string operand(const Expr& e) const {
-    if (ir::is_leaf(e)) return cuda::render(e, {}, member(e));
-    return temps_.at(e.get());
-  }
-
-  void line(int indent, std::string_view text) {
-    out_.append(static_cast<size_t>(indent), ' ');
-    out_ += text;
-    out_ += '\n';
-  }
-
-  void define(const Expr& e, std::string name) {
-    temps_.emplace(e.get(), std::move(name));
-    defined_.push_back(e.get());
-  }
-
-  void emit(const Expr& e, int indent) {
-    std::string t = fmt::format("t{}", next_temp_++);
-    std::string_view type = cuda::type_spelling(e.type());
-    if (e.op() == Op::Select && !(available(e.arg(1)) && available(e.arg(2)))) {
-      line(indent, fmt::format("{} {};", type, t));
-      line(indent, fmt::format("if ({}) {{", operand(e.arg(0))));
-      arm(e.arg(1), t, indent + 2);
-      line(indent, "} else {");
-      arm(e.arg(2), t, indent + 2);
-      line(indent, "}");
-    } else if (small_ints_ && small_int_to_float(e)) {
-      line(indent, fmt::format("const float {} = tj_i2f_small({});", t, operand(e.arg(0))));
-    } else if (by_recip(e)) {
-      line(indent, fmt::format("const {} {} = tj_fdiv_recip({}, {});", type, t, operand(e.arg(0)),
-                               recips_.at(e.arg(1).get())));
-    } else {
-      std::vector<std::string> args;
-      for (const Expr& a : e->args) args.push_back(operand(a));
-      line(indent, fmt::format("const {} {} = {};", type, t, cuda::render(e, args, member(e))));
-    }
-    define(e, std::move(t));
-  }
-
-  // A Select arm: its own scope, whose temporaries are forgotten when it closes.
-  void arm(const Expr& e, const std::string& result, int indent) {
-    size_t mark = defined_.size();
-    std::string value = scope(e, indent);
-    line(indent, fmt::format("{} = {};", result, value));
-    while (defined_.size() > mark) {
-      temps_.erase(defined_.back());
-      defined_.pop_back();
-    }
-  }
-
-  std::string& out_;
-  const std::unordered_map<std::string, std::string>& members_;
-  std::unordered_map<const Node*, std::string> temps_;
-  std::unordered_map<const Node*, std::string> recips_;  // divisor -> its TjRecip
-  bool small_ints_ = false;
-  std::vector<const Node*> defined_;
-  int next_temp_ = 0;
-};
-
 struct HookSpec {
   std::string_view comment;  // "mask", "score", ...
   std::string_view result;   // "bool", "float"
@@ -267,16 +154,6 @@ void write_part(std::string& out, const PartSpec& spec, const HookPart& part, st
   out += fmt::format("    return {{{}}};\n  }}\n", fmt::join(fields, ", "));
 }
 
-// The hook's reads of its parts' fields: values as `<arg>.v<i>`, reciprocals as `<arg>.r<i>`.
-void bind_parts(BodyWriter& writer, const std::vector<std::pair<PartSpec, HookPart>>& parts) {
-  for (const auto& [spec, part] : parts) {
-    for (size_t i = 0; i < part.values.size(); ++i)
-      writer.bind(part.values[i], fmt::format("{}.v{}", spec.arg, i));
-    for (size_t i = 0; i < part.recips.size(); ++i)
-      writer.bind_recip(part.recips[i], fmt::format("{}.r{}", spec.arg, i));
-  }
-}
-
 // A hook split into parts and its per-element rest (HookSplit.h): the part structs and the
 // functions computing them, the hook reading them, and the hook of its own arguments alone,
 // computing its parts.
@@ -297,7 +174,7 @@ void write_split_hook(std::string& out, const HookSpec& hook,
   out += fmt::format("#line 1 \"{}\"\n", file);
   BodyWriter writer(out, members);
   writer.convert_small_ints(positions_bounded);
-  bind_parts(writer, parts);
+  for (const auto& [spec, part] : parts) writer.bind_part(spec.arg, part);
   std::string value = writer.scope(body, 4);
   out += fmt::format("    return {};\n  }}\n", value);
   out += fmt::format(
@@ -327,120 +204,6 @@ HookSplit write_attention_hook(std::string& out, const HookSpec& hook, std::stri
                     {attention_kv_part(part, lower), {split.kv_values, split.kv_recips}}},
                    body, file, members, positions_bounded);
   return split;
-}
-
-// The spelling of e * f (f a product of factors free of score) over the linear top of a
-// score_mod body (ScoreFold.h): log2e distributed down to score, which becomes acc * (scale * f),
-// and to the other terms.
-std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e,
-                        const std::string& f) {
-  if (is_score_var(e)) return fmt::format("(acc * (scale * {}))", f);
-  if (!fold.linear.contains(e.get())) return fmt::format("({} * {})", writer.scope(e, 4), f);
-  switch (e.op()) {
-    case Op::Add:
-      return fmt::format("({} + {})", scaled_term(writer, fold, e.arg(0), f),
-                         scaled_term(writer, fold, e.arg(1), f));
-    case Op::Sub:
-      return fmt::format("({} - {})", scaled_term(writer, fold, e.arg(0), f),
-                         scaled_term(writer, fold, e.arg(1), f));
-    case Op::Neg: return fmt::format("(-{})", scaled_term(writer, fold, e.arg(0), f));
-    default: {  // Mul by a factor free of score
-      const int k = factor_operand(e);
-      return scaled_term(writer, fold, e.arg(1 - k),
-                         fmt::format("({} * {})", writer.scope(e.arg(k), 4), f));
-    }
-  }
-}
-
-// The node through which score_mod reads score (ScoreFold::entry) as the raw product times its
-// factors: acc * ((scale * s) * r) for score / D (1 / D = s * r, a part's reciprocal), acc *
-// (scale * K) for a product.
-void bind_score_entry(BodyWriter& writer, const Expr& e) {
-  if (e.op() == Op::Div) {
-    const std::string& r = writer.recip_of(e.arg(1));
-    writer.bind(e, fmt::format("(acc * ((scale * {0}.s) * {0}.r))", r));
-  } else {
-    const Expr& k = ir::uses_var(e.arg(0), var::score) ? e.arg(1) : e.arg(0);
-    writer.bind(e, fmt::format("(acc * (scale * {}))", writer.scope(k, 4)));
-  }
-}
-
-// score_mod's logit in the log2 domain from the raw product, log2e * score_mod(scale * acc), with
-// the factors around it multiplied per row (ScoreFold.h). Kernels call it where `kScoreLog2` is
-// declared, and multiply score_mod's result by log2e otherwise.
-void write_score_log2(std::string& out, const Expr& body, const HookSplit& split,
-                      std::string_view file,
-                      const std::unordered_map<std::string, std::string>& members,
-                      bool positions_bounded) {
-  ScoreFold fold = fold_score(body);
-  // A quotient folds where a part holds the divisor's reciprocal (a divisor free of score but
-  // depending on both q and kv is divided per element).
-  if (fold.entry.defined() && fold.entry.op() == Op::Div &&
-      !divides_by_part_recip(split, fold.entry)) {
-    fold.entry = Expr();
-    fold.reads_score_otherwise = true;
-  }
-  if (!fold.folds()) return;
-  const std::vector<std::pair<PartSpec, HookPart>> parts = {
-      {attention_q_part("Score", "score"), {split.q_values, split.q_recips}},
-      {attention_kv_part("Score", "score"), {split.kv_values, split.kv_recips}}};
-  out += "\n  // log2e * score_mod(scale * acc), its factors folded per row "
-         "(compiler/codegen/ScoreFold.h)\n";
-  out += "  static constexpr bool kScoreLog2 = true;\n";
-  out += "  __device__ __forceinline__ static float score_log2(const TjArgs& a, const ScoreQ& qp, "
-         "const ScoreKv& kp, float acc, float scale, int b, int h, int q, int kv) {\n";
-  out += fmt::format("#line 1 \"{}\"\n", file);
-  BodyWriter writer(out, members);
-  writer.convert_small_ints(positions_bounded);
-  bind_parts(writer, parts);
-  if (fold.entry.defined()) bind_score_entry(writer, fold.entry);
-  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
-  const std::string value = scaled_term(writer, fold, body, "1.4426950408889634f");
-  out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
-}
-
-// score_mod's log2-domain logit and score_grad in one function, for the backward, where both
-// read score only through the same node (score / cap): that node is folded as in score_log2 and
-// computed once with everything the two bodies share (a soft-cap's tanh). Kernels call it where
-// `kScoreGradLog2` is declared.
-void write_score_log2_grad(std::string& out, const Expr& score, const Expr& grad,
-                           std::string_view file,
-                           const std::unordered_map<std::string, std::string>& members,
-                           bool positions_bounded) {
-  ScoreFold fold = fold_score(score);
-  const HookSplit score_split = split_hook(score), grad_split = split_hook(grad);
-  if (!fold.entry.defined() || fold.reads_score_otherwise) return;
-  if (fold.entry.op() == Op::Div && !divides_by_part_recip(score_split, fold.entry)) return;
-  // score_grad reads score through the same node only
-  bool only_entry = true;
-  ir::visit_post_order(grad, [&](const Expr& e) {
-    if (e.same_as(fold.entry)) return;
-    for (size_t i = 0; i < e.num_args(); ++i)
-      if (e.arg(i).op() == Op::Var && e.arg(i)->name == var::score && !e.same_as(fold.entry))
-        only_entry = false;
-  });
-  if (!only_entry) return;
-  PartSpec grad_q = attention_q_part("Grad", "grad"), grad_kv = attention_kv_part("Grad", "grad");
-  grad_q.arg = "gq";
-  grad_kv.arg = "gk";
-  const std::vector<std::pair<PartSpec, HookPart>> parts = {
-      {attention_q_part("Score", "score"), {score_split.q_values, score_split.q_recips}},
-      {attention_kv_part("Score", "score"), {score_split.kv_values, score_split.kv_recips}},
-      {grad_q, {grad_split.q_values, grad_split.q_recips}},
-      {grad_kv, {grad_split.kv_values, grad_split.kv_recips}}};
-  out += "\n  // score_log2 and score_grad at one point, their common nodes computed once\n";
-  out += "  static constexpr bool kScoreGradLog2 = true;\n";
-  out += "  __device__ __forceinline__ static float score_log2_grad(const TjArgs& a, const ScoreQ& "
-         "qp, const ScoreKv& kp, const GradQ& gq, const GradKv& gk, float acc, float scale, int "
-         "b, int h, int q, int kv, float& grad) {\n";
-  out += fmt::format("#line 1 \"{}\"\n", file);
-  BodyWriter writer(out, members);
-  writer.convert_small_ints(positions_bounded);
-  bind_parts(writer, parts);
-  bind_score_entry(writer, fold.entry);
-  const std::string value = scaled_term(writer, fold, score, "1.4426950408889634f");
-  out += fmt::format("    grad = {};\n", writer.scope(grad, 4));
-  out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
 }
 
 // A loss hook's parts (`<Part>Const`, `<Part>Row`, computed by `<part>_const`, `<part>_row`).
@@ -544,7 +307,7 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
       write_attention_hook(s, {"score", "float", "score_mod", score_params, "score, b, h, q, kv"},
                            "Score", "score", prog.score, file, members, positions_bounded);
   if (!score_is_identity)
-    write_score_log2(s, prog.score, score_split, file, members, positions_bounded);
+    write_score_log2(s, prog.score, score_split, {file, members, positions_bounded});
   s += '\n';
   if (score_grad.defined()) {
     s += flag("kGradReadsScore", ir::uses_var(score_grad, var::score));
@@ -552,7 +315,7 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
         s, {"d score / d score", "float", "score_grad", score_params, "score, b, h, q, kv"}, "Grad",
         "grad", score_grad, file, members, positions_bounded);
     if (ir::uses_var(score_grad, var::score))
-      write_score_log2_grad(s, prog.score, score_grad, file, members, positions_bounded);
+      write_score_log2_grad(s, prog.score, score_grad, {file, members, positions_bounded});
   } else {  // kernels name score_grad's part types whether or not they differentiate
     s += "  // no score_grad in this module\n";
     write_part(s, attention_q_part("Grad", "grad"), {}, file, members, false);
