@@ -68,7 +68,7 @@ TJ_DECLARED_FLAG(ScoreLog2Declared, kScoreLog2, false);
 TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 
 // Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
-// score_grad at one point, their shared nodes computed once, compiler/codegen/CudaCodegen.cpp).
+// score_grad at one point, their shared nodes computed once, compiler/codegen/ScoreLog2Writer.h).
 TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);
 
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
