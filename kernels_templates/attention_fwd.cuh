@@ -55,9 +55,9 @@ __host__ __device__ constexpr int attn_block_q() {
 // where masked or out of range). Without kTransposed rows are q and columns kv (forward, dQ); with
 // it rows are kv and columns q (dK/dV). row0/col0: this thread's first row (warp base + g) and
 // column (tile base + 2t). The parts may hold more than this pass reads (a mask part on a full
-// tile).
-template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, int kM, int kN,
-          class RowParts, class ColPartsOf>
+// tile). kUnscaled: the logits divided by score_log2_factor (element_logit).
+template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed,
+          bool kUnscaled = false, int kM, int kN, class RowParts, class ColPartsOf>
 __device__ __forceinline__ void logits_from_parts(float (&s)[kM][kN][4], const Args& args,
                                                   const AttnShape& sh, float scale_log2, int b,
                                                   int h, int row0, int col0,
@@ -82,11 +82,11 @@ __device__ __forceinline__ void logits_from_parts(float (&s)[kM][kN][4], const A
           const auto& k = cp.at[c & 1];
           int row = row0 + mi * 16 + (c >> 1) * 8, col = col0 + n * 8 + (c & 1);
           if constexpr (kTransposed)
-            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
+            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds, kUnscaled>(
                 args, k, r, s[mi][n][c], sh.scale, scale_log2, b, h, col, row, sh.seq_q,
                 sh.seq_kv);
           else
-            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds>(
+            s[mi][n][c] = element_logit<Prog, Args, kMask, kBounds, kUnscaled>(
                 args, r, k, s[mi][n][c], sh.scale, scale_log2, b, h, row, col, sh.seq_q,
                 sh.seq_kv);
         }

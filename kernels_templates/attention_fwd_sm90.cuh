@@ -347,6 +347,11 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   QParts<Prog, kAnyMask, false> rp[1][2];
   ColParts held[4];
   compute_parts(rp[0], args, b, h, row0, 8);
+  // A factored score_mod's factor (hook_parts.cuh's ScoreLog2Factored), the same on every row;
+  // 0 where there is none.
+  float score_factor = 0.f;
+  if constexpr (ScoreLog2Factored<Prog>::value && !Prog::kScoreIsIdentity)
+    score_factor = HookParts<Prog>::score_log2_factor(args, rp[0][0].score, sh.scale, b, h);
   auto column_parts = [&](const KvStep& st) {
     compute_held_columns(held, args, b, h, st.tile * kAttnBlockKV, !st.full);
   };
@@ -361,13 +366,20 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     // tile_logits's three element passes (attention_fwd.cuh), on the parts computed above.
     const WarpHeldColumns<ColParts, false, 4, Args> values{held, args, b, h, kv0};
     const WarpHeldColumns<ColParts, true, 4, Args> all{held, args, b, h, kv0};
-    // On full interior steps of an identity score_mod the softmax applies scale_log2 (one
-    // FFMA per element with the reference) to the raw products; it needs scale > 0.
+    // On full interior steps the softmax applies a positive factor of the logits (one FFMA per
+    // element with the reference): scale_log2 to the raw products of an identity score_mod, a
+    // factored score_mod's factor to its unscaled logits.
     float s_scale = 1.f;
     if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv) {
-      if (Prog::kScoreIsIdentity && scale_log2 > 0.f)
-        s_scale = scale_log2;
-      else
+      bool scaled = false;  // s_scale holds a factor of the logits
+      if (Prog::kScoreIsIdentity && scale_log2 > 0.f) s_scale = scale_log2, scaled = true;
+      if constexpr (ScoreLog2Factored<Prog>::value)
+        if (score_factor > 0.f) {
+          logits_from_parts<Prog, Args, false, false, false, true>(s, args, step_shape, scale_log2,
+                                                                   b, h, row0, col0, rp, values);
+          s_scale = score_factor, scaled = true;
+        }
+      if (!scaled)  // the logits as score_log2 gives them
         logits_from_parts<Prog, Args, false, false, false>(s, args, step_shape, scale_log2, b, h,
                                                            row0, col0, rp, values);
     } else if (st.full || Prog::kMaskIsTrue)

@@ -71,6 +71,10 @@ TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 // score_grad at one point, their shared nodes computed once, compiler/codegen/ScoreLog2Writer.h).
 TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);
 
+// Whether the program declares score_log2 as score_log2_unscaled * score_log2_factor (marked
+// `kScoreLog2Factored`: the factor is free of score and of the positions).
+TJ_DECLARED_FLAG(ScoreLog2Factored, kScoreLog2Factored, false);
+
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -184,6 +188,19 @@ struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
       return Prog::score_log2(a, qp, kp, acc, scale, b, h, q, kv);
     else
       return Prog::score_mod(a, qp, kp, acc * scale, b, h, q, kv) * kLog2e;
+  }
+  // score_log2's two factors where the program declares kScoreLog2Factored.
+  template <class Args>
+  __device__ __forceinline__ static float score_log2_unscaled(const Args& a, const ScoreQ& qp,
+                                                              const ScoreKv& kp, float acc,
+                                                              float scale, int b, int h, int q,
+                                                              int kv) {
+    return Prog::score_log2_unscaled(a, qp, kp, acc, scale, b, h, q, kv);
+  }
+  template <class Args>
+  __device__ __forceinline__ static float score_log2_factor(const Args& a, const ScoreQ& qp,
+                                                            float scale, int b, int h) {
+    return Prog::score_log2_factor(a, qp, scale, b, h);
   }
 };
 

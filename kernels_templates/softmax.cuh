@@ -20,7 +20,9 @@ __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); 
 // reads (the mask's when kMask).
 // score_mod's logit comes from HookParts::score_log2, its factors folded per row
 // (compiler/codegen/ScoreFold.h).
-template <class Prog, class Args, bool kMask, bool kBounds, class QP, class KP>
+// kUnscaled: the logit divided by score_log2_factor (a program declaring kScoreLog2Factored).
+template <class Prog, class Args, bool kMask, bool kBounds, bool kUnscaled = false, class QP,
+          class KP>
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
                                                float acc, float scale, float scale_log2, int b,
                                                int h, int q, int kv, int seq_q, int seq_kv) {
@@ -29,6 +31,9 @@ __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, c
     if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
   if constexpr (Prog::kScoreIsIdentity)
     return acc * scale_log2;
+  else if constexpr (kUnscaled)
+    return HookParts<Prog>::score_log2_unscaled(args, qp.score, kp.score, acc, scale, b, h, q,
+                                                kv);
   else
     return HookParts<Prog>::score_log2(args, qp.score, kp.score, acc, scale, b, h, q, kv);
 }

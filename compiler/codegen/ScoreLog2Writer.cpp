@@ -16,24 +16,38 @@ constexpr std::string_view kLog2e = "1.4426950408889634f";
 
 // The spelling of e * f (f a product of factors free of score) over the linear top of a
 // score_mod body (ScoreFold.h): log2e distributed down to score, which becomes acc * (scale * f),
-// and to the other terms.
+// and to the other terms. With `unit`: score reached from the top through sums, differences and
+// negations only (its multiplier still `*unit`) is acc itself -- the multiplier being 1 / scale.
 std::string scaled_term(BodyWriter& writer, const ScoreFold& fold, const Expr& e,
-                        const std::string& f) {
-  if (is_score_var(e)) return fmt::format("(acc * (scale * {}))", f);
+                        const std::string& f, const std::string* unit = nullptr) {
+  if (is_score_var(e)) return unit && f == *unit ? "acc" : fmt::format("(acc * (scale * {}))", f);
   if (!fold.linear.contains(e.get())) return fmt::format("({} * {})", writer.scope(e, 4), f);
   switch (e.op()) {
     case Op::Add:
-      return fmt::format("({} + {})", scaled_term(writer, fold, e.arg(0), f),
-                         scaled_term(writer, fold, e.arg(1), f));
+      return fmt::format("({} + {})", scaled_term(writer, fold, e.arg(0), f, unit),
+                         scaled_term(writer, fold, e.arg(1), f, unit));
     case Op::Sub:
-      return fmt::format("({} - {})", scaled_term(writer, fold, e.arg(0), f),
-                         scaled_term(writer, fold, e.arg(1), f));
-    case Op::Neg: return fmt::format("(-{})", scaled_term(writer, fold, e.arg(0), f));
+      return fmt::format("({} - {})", scaled_term(writer, fold, e.arg(0), f, unit),
+                         scaled_term(writer, fold, e.arg(1), f, unit));
+    case Op::Neg: return fmt::format("(-{})", scaled_term(writer, fold, e.arg(0), f, unit));
     default: {  // Mul by a factor free of score
       const int k = factor_operand(e);
       return scaled_term(writer, fold, e.arg(1 - k),
-                         fmt::format("({} * {})", writer.scope(e.arg(k), 4), f));
+                         fmt::format("({} * {})", writer.scope(e.arg(k), 4), f), unit);
     }
+  }
+}
+
+// Whether score itself is a term of the body's linear top reached through sums, differences and
+// negations only (score + bias, bias - score): its factor there is 1.
+bool score_is_unit_term(const ScoreFold& fold, const Expr& e) {
+  if (is_score_var(e)) return true;
+  if (!fold.linear.contains(e.get())) return false;
+  switch (e.op()) {
+    case Op::Add:
+    case Op::Sub: return score_is_unit_term(fold, e.arg(0)) || score_is_unit_term(fold, e.arg(1));
+    case Op::Neg: return score_is_unit_term(fold, e.arg(0));
+    default: return false;
   }
 }
 
@@ -77,6 +91,59 @@ ScoreFold fold_with_split(const Expr& body, const HookSplit& split) {
   return fold;
 }
 
+// score_log2 = score_log2_unscaled * score_log2_factor with a factor free of score and of the
+// positions, where there is one: a kernel takes the row maximum on the unscaled logits and
+// applies the factor, when it is positive, in the exponent's FFMA (one multiply per element
+// less). Two forms:
+//   - the body is such a product, F * G (cap * tanh(score / cap)): the factor is F * log2e;
+//   - score is a unit term of the linear top (score + slope * f32(kv - q)): the factor is
+//     scale * log2e, the unscaled logit acc + the other terms times 1 / scale.
+// The factor depends on the head at most: the function takes the q part of any row.
+void write_score_log2_factored(std::string& out, const Expr& body, const ScoreFold& fold,
+                               const HookSplit& split, const HookSourceInfo& info) {
+  Expr factor, rest;  // rest: the body without the factor (the product form)
+  if (body.op() == Op::Mul && fold.linear.contains(body.get())) {
+    const int k = factor_operand(body);
+    factor = body.arg(k), rest = body.arg(1 - k);
+    if (ir::uses_var(factor, var::q) || ir::uses_var(factor, var::kv) ||
+        ir::uses_var(factor, var::score))
+      return;
+    // score_log2_factor binds the q part only: a factor reading a kv part's value is left alone
+    bool reads_kv_part = false;
+    ir::visit_post_order(factor, [&](const Expr& e) {
+      for (const Expr& v : split.kv_values) reads_kv_part |= e.same_as(v);
+      for (const Expr& r : split.kv_recips) reads_kv_part |= e.same_as(r);
+    });
+    if (reads_kv_part) return;
+  } else if (!score_is_unit_term(fold, body)) {
+    return;
+  }
+  out +=
+      "\n  // score_log2 = score_log2_unscaled * score_log2_factor, the factor free of score and "
+      "of\n"
+      "  // the positions (OnlineSoftmax's s_scale)\n";
+  out += "  static constexpr bool kScoreLog2Factored = true;\n";
+  {
+    BodyWriter writer = open_function(
+        out,
+        "float score_log2_factor(const TjArgs& a, const ScoreQ& qp, float scale, int b, int h)",
+        {{"qp", {split.q_values, split.q_recips}}}, ScoreFold{}, info);
+    const std::string value = factor.defined() ? writer.scope(factor, 4) : "scale";
+    out += fmt::format("    return {} * {};\n  }}\n", value, kLog2e);
+  }
+  BodyWriter writer = open_function(
+      out,
+      "float score_log2_unscaled(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, "
+      "float scale, int b, int h, int q, int kv)",
+      {{"qp", {split.q_values, split.q_recips}}, {"kp", {split.kv_values, split.kv_recips}}}, fold,
+      info);
+  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
+  const std::string unit = "(1.0f / scale)";
+  const std::string value = factor.defined() ? scaled_term(writer, fold, rest, "1.0f")
+                                             : scaled_term(writer, fold, body, unit, &unit);
+  out += fmt::format("    return {};\n  }}\n", value);
+}
+
 }  // namespace
 
 void write_score_log2(std::string& out, const Expr& body, const HookSplit& split,
@@ -96,6 +163,7 @@ void write_score_log2(std::string& out, const Expr& body, const HookSplit& split
   if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
   const std::string value = scaled_term(writer, fold, body, std::string(kLog2e));
   out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
+  write_score_log2_factored(out, body, fold, split, info);
 }
 
 void write_score_log2_grad(std::string& out, const Expr& score, const Expr& grad,

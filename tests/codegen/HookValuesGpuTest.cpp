@@ -39,11 +39,18 @@ extern "C" __global__ void tj_hook_values(const __grid_constant__ TjArgs a, cons
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= {0}) return;
   const int kv = i % {4}, q = i / {4} % {3}, h = i / ({4} * {3}) % {2}, b = i / ({4} * {3} * {2});
-  out[3 * i] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
-  out[3 * i + 1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
-  out[3 * i + 2] = tjk::HookParts<TjProgram>::score_log2(
-      a, TjProgram::score_q(a, b, h, q), TjProgram::score_kv(a, b, h, kv), scores[i], scale, b, h,
-      q, kv);
+  using H = tjk::HookParts<TjProgram>;
+  const auto qp = TjProgram::score_q(a, b, h, q);
+  const auto kp = TjProgram::score_kv(a, b, h, kv);
+  out[4 * i] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
+  out[4 * i + 1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
+  out[4 * i + 2] = H::score_log2(a, qp, kp, scores[i], scale, b, h, q, kv);
+  // a factored score_log2's two factors, multiplied (score_log2 again where it is not factored)
+  if constexpr (tjk::ScoreLog2Factored<TjProgram>::value)
+    out[4 * i + 3] = H::score_log2_unscaled(a, qp, kp, scores[i], scale, b, h, q, kv) *
+                     H::score_log2_factor(a, qp, scale, b, h);
+  else
+    out[4 * i + 3] = out[4 * i + 2];
 }}
 )",
                      kPoints, kB, kH, kSq, kSkv);
@@ -74,7 +81,7 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
   std::vector<float> scores(kPoints);
   for (float& s : scores) s = std::uniform_real_distribution<float>(-4, 4)(rng);
   DeviceBuffer d_scores = DeviceBuffer::from_host(scores);
-  DeviceBuffer d_out(3 * kPoints * sizeof(float));
+  DeviceBuffer d_out(4 * kPoints * sizeof(float));
 
   int64_t total = 0, bad = 0, programs = 0;
   // TILEJIT_HOOK_PROGRAMS=N checks N programs instead of 40 (soak runs).
@@ -129,17 +136,20 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
     for (int i = 0; i < kPoints; ++i) {
       int kv = i % kSkv, q = i / kSkv % kSq, h = i / (kSkv * kSq) % kH, b = i / (kSkv * kSq * kH);
       const double scaled = static_cast<double>(scores[i]) * scale;
-      double want[3] = {score.eval_score(scores[i], b, h, q, kv),
-                        grad.eval_score(scores[i], b, h, q, kv),
-                        score.eval_score(scaled, b, h, q, kv) * M_LOG2E};
-      for (int k = 0; k < 3; ++k) {
+      const double log2_logit = score.eval_score(scaled, b, h, q, kv) * M_LOG2E;
+      double want[4] = {score.eval_score(scores[i], b, h, q, kv),
+                        grad.eval_score(scores[i], b, h, q, kv), log2_logit, log2_logit};
+      for (int k = 0; k < 4; ++k) {
         ++total;
-        if (close(got[3 * i + k], want[k])) continue;
+        if (close(got[4 * i + k], want[k])) continue;
         ++bad;
         if (++program_bad <= 2)
           fmt::print("{} at b={} h={} q={} kv={} score={} scale={}: got {}, interpreter {}\n",
-                     k == 0 ? "score_mod" : k == 1 ? "score_grad" : "score_log2", b, h, q, kv,
-                     scores[i], scale, got[3 * i + k], want[k]);
+                     k == 0   ? "score_mod"
+                     : k == 1 ? "score_grad"
+                     : k == 2 ? "score_log2"
+                              : "score_log2_unscaled * score_log2_factor",
+                     b, h, q, kv, scores[i], scale, got[4 * i + k], want[k]);
       }
     }
     // Ill-conditioned expressions (cancellation, huge intermediates) may lose a few points, but

@@ -78,6 +78,19 @@ struct TjProgram {
     return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
   }
 
+  // score_log2 = score_log2_unscaled * score_log2_factor, the factor free of score and of
+  // the positions (OnlineSoftmax's s_scale)
+  static constexpr bool kScoreLog2Factored = true;
+  __device__ __forceinline__ static float score_log2_factor(const TjArgs& a, const ScoreQ& qp, float scale, int b, int h) {
+#line 1 "doc_softcap.tj"
+    return a.cap * 1.4426950408889634f;
+  }
+  __device__ __forceinline__ static float score_log2_unscaled(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, float scale, int b, int h, int q, int kv) {
+#line 1 "doc_softcap.tj"
+    const float t0 = tj_tanh((acc * ((scale * qp.r0.s) * qp.r0.r)));
+    return (t0 * 1.0f);
+  }
+
   static constexpr bool kGradReadsScore = true;
   // d score / d score = 1.0 - tanh(score / cap) * tanh(score / cap)
   struct GradQ {
@@ -116,7 +129,7 @@ struct TjProgram {
     return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
   }
 };
-#line 120 "tj_dense_mask_a8625f351c612232.cu"
+#line 133 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

@@ -117,6 +117,30 @@ struct TjProgram {
     return (((acc * (scale * 1.4426950408889634f)) + (t2 * 1.4426950408889634f)) - (t1 * ((-0.5f) * 1.4426950408889634f)));  // log2e = 1.4426950408889634
   }
 
+  // score_log2 = score_log2_unscaled * score_log2_factor, the factor free of score and of
+  // the positions (OnlineSoftmax's s_scale)
+  static constexpr bool kScoreLog2Factored = true;
+  __device__ __forceinline__ static float score_log2_factor(const TjArgs& a, const ScoreQ& qp, float scale, int b, int h) {
+#line 1 "select_branches.tj"
+    return scale * 1.4426950408889634f;
+  }
+  __device__ __forceinline__ static float score_log2_unscaled(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, float scale, int b, int h, int q, int kv) {
+#line 1 "select_branches.tj"
+    const int t0 = tj_sub(kv, q);
+    const float t1 = static_cast<float>(t0);
+    float t2;
+    if (kp.v0) {
+      const float t3 = t1 * (-0.5f);
+      const float t4 = kp.v1 + t3;
+      t2 = t4;
+    } else {
+      const float t5 = t1 * (-0.5f);
+      const float t6 = kp.v2 * t5;
+      t2 = t6;
+    }
+    return ((acc + (t2 * (1.0f / scale))) - (t1 * ((-0.5f) * (1.0f / scale))));
+  }
+
   static constexpr bool kGradReadsScore = false;
   // d score / d score = 1.0
   struct GradQ {
@@ -137,7 +161,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 141 "tj_dense_mask_91534322ff19c60c.cu"
+#line 165 "tj_dense_mask_91534322ff19c60c.cu"
 
 extern "C" __global__ void tj_dense_mask_91534322ff19c60c(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
