@@ -102,13 +102,18 @@ __device__ constexpr u32 span_bytes(int count) {
   return kKMajor ? count * kRowBytes : count / 64 * kPanelBytes;
 }
 
-// Descriptor of the k16 slice kk of the operand block (m64 or n128) starting at shared address
-// `block` (its first row of a K-major tile, its first panel of an MN-major one).
+// Descriptor of an operand tile at shared address `tile` (its first row when K-major, its first
+// panel when MN-major), and the byte offset of the k16 slice kk of its block starting `block`
+// bytes in: a product's descriptor is operand_descriptor(tile) advanced by operand_offset, one add
+// (wgmma.cuh smem_descriptor_advance) on a descriptor built once per step.
 template <bool kKMajor>
-__device__ __forceinline__ unsigned long long operand_descriptor(u32 block, int kk) {
-  if (kKMajor)  // leading offset unused (16 encodes 1)
-    return tjk::smem_descriptor_sw128(block + kk * 32, 16, kGroupBytes);
-  return tjk::smem_descriptor_sw128(block + kk * 16 * kRowBytes, kPanelBytes, kGroupBytes);
+__device__ __forceinline__ unsigned long long operand_descriptor(u32 tile) {
+  // K-major: the leading offset is unused (16 encodes 1)
+  return tjk::smem_descriptor_sw128(tile, kKMajor ? 16 : kPanelBytes, kGroupBytes);
+}
+template <bool kKMajor>
+__device__ constexpr u32 operand_offset(u32 block, int kk) {
+  return block + (kKMajor ? kk * 32 : kk * 16 * kRowBytes);
 }
 
 // Column groups [first, first + kGroups) of a fragment accumulator, as the accumulator of one
@@ -134,9 +139,11 @@ template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor>
 __device__ __forceinline__ void wgmma_step(typename Cta::Acc& acc, u32 a_tile, u32 b_tile,
                                            bool accumulate) {
   typedef typename CeWgElem<kF16>::type T;
-  const u32 wg = threadIdx.x >> 7;
+  const u32 wg = tjk::warpgroup_index();
   const u32 a_rows =
       a_tile + (kAKMajor ? wg * Cta::kWgRows * kRowBytes : wg * (Cta::kWgRows / 64) * kPanelBytes);
+  const unsigned long long a = operand_descriptor<kAKMajor>(a_rows);
+  const unsigned long long b = operand_descriptor<kBKMajor>(b_tile);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -145,8 +152,10 @@ __device__ __forceinline__ void wgmma_step(typename Cta::Acc& acc, u32 a_tile, u
       for (int nj = 0; nj < Cta::kN / 128; ++nj)
         tjk::Wgmma<128>::template ss<T, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(
             column_groups<16>(acc[mi], nj * 16),
-            operand_descriptor<kAKMajor>(a_rows + mi * span_bytes<kAKMajor>(64), kk),
-            operand_descriptor<kBKMajor>(b_tile + nj * span_bytes<kBKMajor>(128), kk),
+            tjk::smem_descriptor_advance(
+                a, operand_offset<kAKMajor>(mi * span_bytes<kAKMajor>(64), kk)),
+            tjk::smem_descriptor_advance(
+                b, operand_offset<kBKMajor>(nj * span_bytes<kBKMajor>(128), kk)),
             kk > 0 || accumulate);
 }
 
@@ -391,7 +400,7 @@ struct CePingpongCta {
                 "every tile starts a 128-byte swizzle pattern");
   typedef float Acc[kMI][kNI][4];
 
-  __device__ static __forceinline__ int group() { return threadIdx.x >> 7; }
+  __device__ static __forceinline__ int group() { return tjk::warpgroup_index(); }
   __device__ static __forceinline__ int row(int mi, int h) {
     return mi * 64 + ((threadIdx.x >> 5) & 3) * 16 + h * 8 + ((threadIdx.x & 31) >> 2);
   }
@@ -407,14 +416,17 @@ __device__ __forceinline__ void pingpong_step(typename Cta::Acc& acc, u32 a_tile
   typedef typename CeWgElem<kF16>::type T;
   pin_acc(acc);
   tjk::wgmma_fence();
+  const unsigned long long a = operand_descriptor<true>(a_tile);
+  const unsigned long long b = operand_descriptor<true>(b_tile);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int mi = 0; mi < Cta::kMI; ++mi)
       if (kFragments >> mi & 1)  // constant once unrolled
         tjk::Wgmma<Cta::kN>::template ss<T, 0, 0>(
-            acc[mi], operand_descriptor<true>(a_tile + mi * span_bytes<true>(64), kk),
-            operand_descriptor<true>(b_tile, kk), kk > 0 || accumulate);
+            acc[mi],
+            tjk::smem_descriptor_advance(a, operand_offset<true>(mi * span_bytes<true>(64), kk)),
+            tjk::smem_descriptor_advance(b, operand_offset<true>(0, kk)), kk > 0 || accumulate);
 }
 
 // Every m64 fragment of a tile (gemm_loop_sm90_pingpong's default).
