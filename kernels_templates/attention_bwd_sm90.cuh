@@ -226,22 +226,51 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, L::do_tile(base, at.stage));
     wgmma_commit();
   };
+  // The dQ block of step j is computed one step late, in step j + 1, so neither consumer waits
+  // for the other's element pass of the step it is on (see kBwdReadyBarrier).
+  auto ready_mine = [&](int j) { named_barrier_arrive(kBwdReadyBarrier + 2 * cw + (j & 1), 256); };
+  auto ready_other = [&](int j) {
+    named_barrier_sync(kBwdReadyBarrier + 2 * (cw ^ 1) + (j & 1), 256);
+  };
+  auto read_mine = [&](int j) { named_barrier_arrive(kBwdReadBarrier + 2 * cw + (j & 1), 256); };
+  auto read_other = [&](int j) {
+    named_barrier_sync(kBwdReadBarrier + 2 * (cw ^ 1) + (j & 1), 256);
+  };
+  // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
+  // the whole block, by the consumers in turn (a branch around whole commit groups only).
+  auto dq_by_me = [&](int j) { return kAtomicDq && (kHeadDim == 128 || (j & 1) == cw); };
+  const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
+  auto issue_dq = [&](float(&dq)[8][4], int j) {
+    wgmma_fence();
+    attn_bwd_sm90_dq<T>(dq, base + L::kDs + (j & 1) * L::kDsBytes,
+                        base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
+    wgmma_commit();
+  };
+  auto send_dq = [&](const float(&dq)[8][4], int head, int q0) {
+    attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
+    fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
+    named_barrier_sync(kBwdDqBarrier + cw, 128);
+    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, head, q0);
+  };
+  // Consumer 1 starts once consumer 0 has stored its first dS^T: the consumers run half a step
+  // apart, one's element pass under the other's products.
+  if (kAtomicDq && cw == 1) named_barrier_sync(kBwdStaggerBarrier, 256);
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
   mbar_wait(L::full(base, slot.stage), slot.parity);
   issue_s(slot);
   issue_dp(slot);
-  for (int step = 0;; ++step) {
+  int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
+  for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
     const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
     if (st.head < 0) break;
     const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
     const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
-    // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
-    // the whole block, by the consumers in turn (a branch around whole commit groups only).
-    const bool dq_here = kAtomicDq && (kHeadDim == 128 || (step & 1) == cw);
-    const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
+    // dQ of the step before; in step 0 a product into stale buffer contents, never sent, so the
+    // wait counts are the same in every step.
+    const bool dq_here = dq_by_me(step - 1);
     // Declared per step: P^T and dS^T are written before their products read them, dQ's first
     // product overwrites it (scale_d = 0), so none of them is live across steps.
     unsigned pf[kQK][4], dsf[kQK][4];
@@ -280,23 +309,23 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
     wgmma_commit();
     if (kAtomicDq) {
+      // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
+      if (step >= 2) read_other(step - 2);
       attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
       fence_proxy_async_shared();
-      // This consumer's dQ block of an earlier step has been read out of its buffer before
-      // anyone passes the barrier below, so the buffer is free again after it.
-      if (dq_sender) bulk_wait_group_read<0>();
+      ready_mine(step);
+      if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
     }
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
     wgmma_commit();
-    if (kAtomicDq) {
-      named_barrier_sync(kBwdDsBarrier, 256);  // both halves of dS^T are in the buffer
-      if (dq_here) {
-        wgmma_fence();
-        attn_bwd_sm90_dq<T>(dq, ds_buf, base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
-        wgmma_commit();
-      }
+    if (kAtomicDq && step > 0) {
+      // This consumer's dQ block of an earlier step has been read out of its buffer before its
+      // threads pass the barrier below, so the buffer is free again after it.
+      if (dq_sender) bulk_wait_group_read<0>();
+      ready_other(step - 1);  // both halves of dS^T of the step before are in its buffer
     }
+    if (dq_here) issue_dq(dq, step - 1);
     // dV and dK have landed (dQ may still run): the stage is free, its Q and dO read.
     if (dq_here)
       wgmma_wait<1>();
@@ -311,16 +340,27 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     mbar_wait(L::full(base, slot.stage), slot.parity);
     issue_s(slot);
     wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
-    if (dq_here) {
-      pin_registers(dq);
-      attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
-      fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
-      named_barrier_sync(kBwdDqBarrier + cw, 128);
-      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, st.head, st.q0);
-    }
+    if (dq_here) pin_registers(dq);
+    if (dq_here && step > 0) send_dq(dq, prev_head, prev_q0);
+    if (kAtomicDq && step > 0) read_mine(step - 1);
     issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
+    prev_head = st.head;
+    prev_q0 = st.q0;
   }
   wgmma_wait<0>();  // the closing record's products
+  // The last step's dQ block; the read barriers each consumer arrived at are met.
+  if (kAtomicDq && step > 0) {
+    if (dq_sender) bulk_wait_group_read<0>();
+    ready_other(step - 1);
+    if (dq_by_me(step - 1)) {
+      float dq[8][4];
+      issue_dq(dq, step - 1);
+      wgmma_wait<0>();
+      send_dq(dq, prev_head, prev_q0);
+    }
+    if (step >= 2) read_other(step - 2);
+  }
+  if (kAtomicDq && step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
 
   if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
   // Epilogue: dK * scale and dV, two elements per store.
