@@ -216,6 +216,10 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // never read, and every wait count stays the same on every path (ptxas serialises all
   // products where it cannot tell which ones are in flight).
   float s[kQN][4], dp[kQN][4];
+  // At D = 64 the element pass is split: P^T (and P * score_grad, kept in S^T's registers) once
+  // S^T has landed, so dV is issued while dP^T still runs; dS^T once dP^T has landed. (At
+  // D = 128 the accumulators leave no room for it: the consumers spill.)
+  constexpr bool kSplitPass = kHeadDim == 64 && !GradReadsScore<Prog>::value;
   auto issue_s = [&](const RingSlot& at) {
     wgmma_fence();
     attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, L::q_tile(base, at.stage));
@@ -259,13 +263,17 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   RingSlot slot;
   mbar_wait(L::full(base, slot.stage), slot.parity);
   issue_s(slot);
-  issue_dp(slot);
+  if constexpr (!kSplitPass) issue_dp(slot);
   int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
   for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
     const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
     if (st.head < 0) break;
+    // A split pass reads S^T while dP^T runs: ptxas allows that only where no product is in
+    // flight across the loop's back edge (otherwise it serialises every product, C7514), so the
+    // step before waits for its S^T, and dP^T is issued here.
+    if constexpr (kSplitPass) issue_dp(slot);
     const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
     const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
     // dQ of the step before; in step 0 a product into stale buffer contents, never sent, so the
@@ -300,14 +308,27 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     // P^T and dS^T in one pass once S^T and dP^T have landed. (Starting P^T on S^T alone, with
     // dP^T issued in the step before, makes ptxas serialise every product; a separate gradients
     // pass, P * score_grad kept in fp32 next to P's fragments, spills at D = 128.)
-    wgmma_wait<0>();
-    pin_registers(s);
-    pin_registers(dp);
-    attn_bwd_sm90_tile_probabilities<Prog, Args, T>(s, dp, pf, dsf, args, tile, full, interior, kp,
-                                                    held, lse2, delta);
-    wgmma_fence();
-    attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-    wgmma_commit();
+    if constexpr (kSplitPass) {
+      wgmma_wait<1>();  // S^T has landed; dP^T may still run
+      pin_registers(s);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
+                                                            interior, kp, held, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T has landed; dV may still run
+      pin_registers(dp);
+      attn_bwd_sm90_gradients<T>(s, dp, dsf, delta);
+    } else {
+      wgmma_wait<0>();
+      pin_registers(s);
+      pin_registers(dp);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
+                                                             interior, kp, held, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+    }
     if (kAtomicDq) {
       // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
       if (step >= 2) read_other(step - 2);
@@ -343,7 +364,10 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     if (dq_here) pin_registers(dq);
     if (dq_here && step > 0) send_dq(dq, prev_head, prev_q0);
     if (kAtomicDq && step > 0) read_mine(step - 1);
-    issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
+    if constexpr (!kSplitPass)
+      issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
+    else
+      wgmma_wait<0>();  // nothing in flight across the back edge (see the loop's top)
     prev_head = st.head;
     prev_q0 = st.q0;
   }
