@@ -24,23 +24,29 @@
 //       P^T (x score_grad) and          one pass once both have landed; packed to bf16 / f16
 //       dS^T = P^T sg (dP^T - delta)    A fragments
 //       dV += P^T dO, dK += dS^T Q      wgmma rs
-//     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), both consumers meet
-//     at a named barrier, and dQ = dS K (wgmma ss, both operands MN-major) is computed in 64 x 64
-//     blocks: at D = 128 each consumer its 64 d columns every step, at D = 64 the consumers take
-//     turns. The consumer stores its block into its own fp32 buffer in shared memory (the
-//     layout of two 32-column TMA boxes), its 128 threads meet at a named barrier, and one of
-//     them adds the buffer into dq_accum with two TMA reductions (cp.reduce.async.bulk.tensor
-//     add.f32, done in L2), which dq_convert scales afterwards. Per-thread vector reductions
-//     (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the L2 took 8192 of them per
-//     step per CTA. That thread waits for the reduction to have read the buffer
-//     (cp.async.bulk.wait_group.read) before the next step's dS barrier, which everyone passes
-//     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
-//     attention_bwd_dq_kernel computes dQ without atomics.
+//     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), and dQ = dS K (wgmma
+//     ss, both operands MN-major) is computed in 64 x 64 blocks one step late: step j's in step
+//     j + 1, after the consumer's own dV and dK products of step j + 1 are issued. At D = 128
+//     each consumer computes its 64 d columns every step, at D = 64 the consumers take turns.
+//     The consumers do not meet every step: each arrives at a barrier once its half of dS^T is
+//     stored and once its dQ product of a step has landed, and the other syncs on them before
+//     its dQ product of that step and before rewriting the buffer (kBwdReadyBarrier,
+//     kBwdReadBarrier), so one's element pass can run under the other's products; consumer 1
+//     starts after consumer 0's first dS^T store. The consumer stores its block into its own
+//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes), its 128 threads
+//     meet at a named barrier, and one of them adds the buffer into dq_accum with two TMA
+//     reductions (cp.reduce.async.bulk.tensor add.f32, done in L2), which dq_convert scales
+//     afterwards. Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on
+//     causal 8k: the L2 took 8192 of them per step per CTA. That thread waits for the
+//     reduction to have read the buffer (cp.async.bulk.wait_group.read) before the ready
+//     barrier its consumer passes before rewriting it. Deterministic mode (kAtomicDq = false)
+//     stops after dK and dV, and attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
 // A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
-// dS buffer), and waits for its dQ product under the next step's S^T. The dS buffers alternate,
-// so the barrier of step j + 1 (which a consumer reaches only after its dQ product of step j has
-// landed) is what frees buffer j % 2 for step j + 2.
+// dS buffer), and waits for its dQ product under the next step's S^T. Where score_grad does not
+// read score the element pass is split: P^T once S^T has landed, dV issued, then dS^T once dP^T
+// has landed (dP^T is then issued at the top of its step, so that no product is in flight across
+// the loop's back edge: ptxas serialises the products otherwise).
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S^T, dP^T, dK,
@@ -76,8 +82,8 @@
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
-// no spills in the step loop, except prefix_lm's at D = 128 (five loop-invariant values reloaded
-// once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
+// no spills in the step loop, except prefix_lm's at D = 128 (28 bytes: loop-invariant values
+// reloaded once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
 // D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
 // FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
@@ -216,10 +222,11 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // never read, and every wait count stays the same on every path (ptxas serialises all
   // products where it cannot tell which ones are in flight).
   float s[kQN][4], dp[kQN][4];
-  // At D = 64 the element pass is split: P^T (and P * score_grad, kept in S^T's registers) once
-  // S^T has landed, so dV is issued while dP^T still runs; dS^T once dP^T has landed. (At
-  // D = 128 the accumulators leave no room for it: the consumers spill.)
-  constexpr bool kSplitPass = kHeadDim == 64 && !GradReadsScore<Prog>::value;
+  // Where score_grad does not read score, the element pass is split: P^T (and P * score_grad,
+  // kept in S^T's registers) once S^T has landed, so dV is issued while dP^T still runs; dS^T
+  // once dP^T has landed. (Where it reads score, as a soft-cap's does, ptxas serialises the
+  // products of a split pass: C7514.)
+  constexpr bool kSplitPass = !GradReadsScore<Prog>::value;
   auto issue_s = [&](const RingSlot& at) {
     wgmma_fence();
     attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, L::q_tile(base, at.stage));
@@ -305,9 +312,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     QParts<Prog, !Prog::kMaskIsTrue, true> held[kQ / 32];
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
-    // P^T and dS^T in one pass once S^T and dP^T have landed. (Starting P^T on S^T alone, with
-    // dP^T issued in the step before, makes ptxas serialise every product; a separate gradients
-    // pass, P * score_grad kept in fp32 next to P's fragments, spills at D = 128.)
+    // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
       pin_registers(s);
