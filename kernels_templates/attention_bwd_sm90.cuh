@@ -24,23 +24,29 @@
 //       P^T (x score_grad) and          one pass once both have landed; packed to bf16 / f16
 //       dS^T = P^T sg (dP^T - delta)    A fragments
 //       dV += P^T dO, dK += dS^T Q      wgmma rs
-//     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), both consumers meet
-//     at a named barrier, and dQ = dS K (wgmma ss, both operands MN-major) is computed in 64 x 64
-//     blocks: at D = 128 each consumer its 64 d columns every step, at D = 64 the consumers take
-//     turns. The consumer stores its block into its own fp32 buffer in shared memory (the
-//     layout of two 32-column TMA boxes), its 128 threads meet at a named barrier, and one of
-//     them adds the buffer into dq_accum with two TMA reductions (cp.reduce.async.bulk.tensor
-//     add.f32, done in L2), which dq_convert scales afterwards. Per-thread vector reductions
-//     (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the L2 took 8192 of them per
-//     step per CTA. That thread waits for the reduction to have read the buffer
-//     (cp.async.bulk.wait_group.read) before the next step's dS barrier, which everyone passes
-//     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
-//     attention_bwd_dq_kernel computes dQ without atomics.
+//     Atomic dQ: dS^T also goes to shared memory (two alternating buffers), and dQ = dS K (wgmma
+//     ss, both operands MN-major) is computed in 64 x 64 blocks one step late: step j's in step
+//     j + 1, after the consumer's own dV and dK products of step j + 1 are issued. At D = 128
+//     each consumer computes its 64 d columns every step, at D = 64 the consumers take turns.
+//     The consumers do not meet every step: each arrives at a barrier once its half of dS^T is
+//     stored and once its dQ product of a step has landed, and the other syncs on them before
+//     its dQ product of that step and before rewriting the buffer (kBwdReadyBarrier,
+//     kBwdReadBarrier), so one's element pass can run under the other's products; consumer 1
+//     starts after consumer 0's first dS^T store. The consumer stores its block into its own
+//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes), its 128 threads
+//     meet at a named barrier, and one of them adds the buffer into dq_accum with two TMA
+//     reductions (cp.reduce.async.bulk.tensor add.f32, done in L2), which dq_convert scales
+//     afterwards. Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on
+//     causal 8k: the L2 took 8192 of them per step per CTA. That thread waits for the
+//     reduction to have read the buffer (cp.async.bulk.wait_group.read) before the ready
+//     barrier its consumer passes before rewriting it. Deterministic mode (kAtomicDq = false)
+//     stops after dK and dV, and attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
 // A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
-// dS buffer), and waits for its dQ product under the next step's S^T. The dS buffers alternate,
-// so the barrier of step j + 1 (which a consumer reaches only after its dQ product of step j has
-// landed) is what frees buffer j % 2 for step j + 2.
+// dS buffer), and waits for its dQ product under the next step's S^T. Where score_grad does not
+// read score the element pass is split: P^T once S^T has landed, dV issued, then dS^T once dP^T
+// has landed (dP^T is then issued at the top of its step, so that no product is in flight across
+// the loop's back edge: ptxas serialises the products otherwise).
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S^T, dP^T, dK,
@@ -76,8 +82,8 @@
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
-// no spills in the step loop, except prefix_lm's at D = 128 (five loop-invariant values reloaded
-// once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
+// no spills in the step loop, except prefix_lm's at D = 128 (28 bytes: loop-invariant values
+// reloaded once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
 // D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
 // FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
@@ -216,6 +222,11 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // never read, and every wait count stays the same on every path (ptxas serialises all
   // products where it cannot tell which ones are in flight).
   float s[kQN][4], dp[kQN][4];
+  // Where score_grad does not read score, the element pass is split: P^T (and P * score_grad,
+  // kept in S^T's registers) once S^T has landed, so dV is issued while dP^T still runs; dS^T
+  // once dP^T has landed. (Where it reads score, as a soft-cap's does, ptxas serialises the
+  // products of a split pass: C7514.)
+  constexpr bool kSplitPass = !GradReadsScore<Prog>::value;
   auto issue_s = [&](const RingSlot& at) {
     wgmma_fence();
     attn_bwd_sm90_scores<T, kHeadDim>(s, k_rows, L::q_tile(base, at.stage));
@@ -226,22 +237,55 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     attn_bwd_sm90_scores<T, kHeadDim>(dp, v_rows, L::do_tile(base, at.stage));
     wgmma_commit();
   };
+  // The dQ block of step j is computed one step late, in step j + 1, so neither consumer waits
+  // for the other's element pass of the step it is on (see kBwdReadyBarrier).
+  auto ready_mine = [&](int j) { named_barrier_arrive(kBwdReadyBarrier + 2 * cw + (j & 1), 256); };
+  auto ready_other = [&](int j) {
+    named_barrier_sync(kBwdReadyBarrier + 2 * (cw ^ 1) + (j & 1), 256);
+  };
+  auto read_mine = [&](int j) { named_barrier_arrive(kBwdReadBarrier + 2 * cw + (j & 1), 256); };
+  auto read_other = [&](int j) {
+    named_barrier_sync(kBwdReadBarrier + 2 * (cw ^ 1) + (j & 1), 256);
+  };
+  // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
+  // the whole block, by the consumers in turn (a branch around whole commit groups only).
+  auto dq_by_me = [&](int j) { return kAtomicDq && (kHeadDim == 128 || (j & 1) == cw); };
+  const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
+  auto issue_dq = [&](float(&dq)[8][4], int j) {
+    wgmma_fence();
+    attn_bwd_sm90_dq<T>(dq, base + L::kDs + (j & 1) * L::kDsBytes,
+                        base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
+    wgmma_commit();
+  };
+  auto send_dq = [&](const float(&dq)[8][4], int head, int q0) {
+    attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
+    fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
+    named_barrier_sync(kBwdDqBarrier + cw, 128);
+    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, head, q0);
+  };
+  // Consumer 1 starts once consumer 0 has stored its first dS^T: the consumers run half a step
+  // apart, one's element pass under the other's products.
+  if (kAtomicDq && cw == 1) named_barrier_sync(kBwdStaggerBarrier, 256);
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
   mbar_wait(L::full(base, slot.stage), slot.parity);
   issue_s(slot);
-  issue_dp(slot);
-  for (int step = 0;; ++step) {
+  if constexpr (!kSplitPass) issue_dp(slot);
+  int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
+  for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
     const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
     if (st.head < 0) break;
+    // A split pass reads S^T while dP^T runs: ptxas allows that only where no product is in
+    // flight across the loop's back edge (otherwise it serialises every product, C7514), so the
+    // step before waits for its S^T, and dP^T is issued here.
+    if constexpr (kSplitPass) issue_dp(slot);
     const unsigned q_tile = L::q_tile(base, slot.stage), do_tile = L::do_tile(base, slot.stage);
     const unsigned ds_buf = base + L::kDs + (step & 1) * L::kDsBytes;
-    // The 64 x 64 blocks of dQ: at D = 128 each consumer its 64 d columns, every step; at D = 64
-    // the whole block, by the consumers in turn (a branch around whole commit groups only).
-    const bool dq_here = kAtomicDq && (kHeadDim == 128 || (step & 1) == cw);
-    const int dq_col0 = kHeadDim == 128 ? 64 * cw : 0;
+    // dQ of the step before; in step 0 a product into stale buffer contents, never sent, so the
+    // wait counts are the same in every step.
+    const bool dq_here = dq_by_me(step - 1);
     // Declared per step: P^T and dS^T are written before their products read them, dQ's first
     // product overwrites it (scale_d = 0), so none of them is live across steps.
     unsigned pf[kQK][4], dsf[kQK][4];
@@ -268,35 +312,46 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     QParts<Prog, !Prog::kMaskIsTrue, true> held[kQ / 32];
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
-    // P^T and dS^T in one pass once S^T and dP^T have landed. (Starting P^T on S^T alone, with
-    // dP^T issued in the step before, makes ptxas serialise every product; a separate gradients
-    // pass, P * score_grad kept in fp32 next to P's fragments, spills at D = 128.)
-    wgmma_wait<0>();
-    pin_registers(s);
-    pin_registers(dp);
-    attn_bwd_sm90_tile_probabilities<Prog, Args, T>(s, dp, pf, dsf, args, tile, full, interior, kp,
-                                                    held, lse2, delta);
-    wgmma_fence();
-    attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-    wgmma_commit();
+    // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
+    if constexpr (kSplitPass) {
+      wgmma_wait<1>();  // S^T has landed; dP^T may still run
+      pin_registers(s);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
+                                                            interior, kp, held, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+      wgmma_wait<1>();  // dP^T has landed; dV may still run
+      pin_registers(dp);
+      attn_bwd_sm90_gradients<T>(s, dp, dsf, delta);
+    } else {
+      wgmma_wait<0>();
+      pin_registers(s);
+      pin_registers(dp);
+      attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
+                                                             interior, kp, held, lse2, delta);
+      wgmma_fence();
+      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+      wgmma_commit();
+    }
     if (kAtomicDq) {
+      // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
+      if (step >= 2) read_other(step - 2);
       attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
       fence_proxy_async_shared();
-      // This consumer's dQ block of an earlier step has been read out of its buffer before
-      // anyone passes the barrier below, so the buffer is free again after it.
-      if (dq_sender) bulk_wait_group_read<0>();
+      ready_mine(step);
+      if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
     }
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
     wgmma_commit();
-    if (kAtomicDq) {
-      named_barrier_sync(kBwdDsBarrier, 256);  // both halves of dS^T are in the buffer
-      if (dq_here) {
-        wgmma_fence();
-        attn_bwd_sm90_dq<T>(dq, ds_buf, base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
-        wgmma_commit();
-      }
+    if (kAtomicDq && step > 0) {
+      // This consumer's dQ block of an earlier step has been read out of its buffer before its
+      // threads pass the barrier below, so the buffer is free again after it.
+      if (dq_sender) bulk_wait_group_read<0>();
+      ready_other(step - 1);  // both halves of dS^T of the step before are in its buffer
     }
+    if (dq_here) issue_dq(dq, step - 1);
     // dV and dK have landed (dQ may still run): the stage is free, its Q and dO read.
     if (dq_here)
       wgmma_wait<1>();
@@ -311,16 +366,30 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     mbar_wait(L::full(base, slot.stage), slot.parity);
     issue_s(slot);
     wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
-    if (dq_here) {
-      pin_registers(dq);
-      attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
-      fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
-      named_barrier_sync(kBwdDqBarrier + cw, 128);
-      if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, st.head, st.q0);
-    }
-    issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
+    if (dq_here) pin_registers(dq);
+    if (dq_here && step > 0) send_dq(dq, prev_head, prev_q0);
+    if (kAtomicDq && step > 0) read_mine(step - 1);
+    if constexpr (!kSplitPass)
+      issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
+    else
+      wgmma_wait<0>();  // nothing in flight across the back edge (see the loop's top)
+    prev_head = st.head;
+    prev_q0 = st.q0;
   }
   wgmma_wait<0>();  // the closing record's products
+  // The last step's dQ block; the read barriers each consumer arrived at are met.
+  if (kAtomicDq && step > 0) {
+    if (dq_sender) bulk_wait_group_read<0>();
+    ready_other(step - 1);
+    if (dq_by_me(step - 1)) {
+      float dq[8][4];
+      issue_dq(dq, step - 1);
+      wgmma_wait<0>();
+      send_dq(dq, prev_head, prev_q0);
+    }
+    if (step >= 2) read_other(step - 2);
+  }
+  if (kAtomicDq && step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
 
   if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
   // Epilogue: dK * scale and dV, two elements per store.

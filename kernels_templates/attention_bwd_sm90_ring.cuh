@@ -11,8 +11,16 @@ namespace tjk {
 
 constexpr int kAttnBwdSm90Threads = 384;
 constexpr int kAttnBwdSm90BlockKV = 128;  // keys per CTA: two block-mask kv tiles
-constexpr int kBwdDsBarrier = 1;          // named barrier: both consumers' dS^T are stored
-constexpr int kBwdDqBarrier = 2;          // + cw: consumer cw's dQ block is stored (2 and 3)
+// Named barriers of the consumers (atomic dQ). Consumer cw arrives at kBwdReadyBarrier + 2 cw +
+// (j & 1) once its half of step j's dS^T is in the buffer, and at kBwdReadBarrier + 2 cw + (j & 1)
+// once its dQ product of step j has landed; the other consumer syncs on them before its dQ
+// product of step j (one step later) and before it rewrites that buffer (two steps later). The
+// parity in the id keeps an arrival for step j + 2 from completing step j's barrier: a consumer
+// arrives for j + 2 only after a barrier the other passes after its sync for j.
+constexpr int kBwdDqBarrier = 2;        // + cw: consumer cw's dQ block is stored (2 and 3)
+constexpr int kBwdReadyBarrier = 4;     // 4 .. 7
+constexpr int kBwdReadBarrier = 8;      // 8 .. 11
+constexpr int kBwdStaggerBarrier = 12;  // consumer 1 starts after consumer 0's first dS^T
 
 // The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle;
 // and of the fp32 dQ accumulator [B, Hq, Sq, D], the same dims in 32 x 64 boxes (128 bytes of
