@@ -4,8 +4,11 @@
 // elements (forward 4·B·Hq·D·pairs, backward 2.5× that), like the peers.
 //
 //   attention_gpu_bench [--quick] [--masks causal,alibi_causal] [--shapes "B,H,S,D,Hkv;..."]
-//                       [--reps N] [--no-scaling] > attention.jsonl
+//                       [--reps N] [--no-scaling] [--spacer-mb N] > attention.jsonl
 //
+// --spacer-mb N allocates N MiB before the first shape's tensors, so every buffer lands
+// elsewhere in memory: the backward's time depends on where its buffers land (up to 10% at
+// D 128, bench/NOTES.md), so a figure is best taken over a few spacers, one process each.
 // Also: the first call per program (kernel compile or cache load, whichever the cache gives),
 // and mask-building time on the GPU and the CPU, up to 1M tokens for a document mask.
 #include <fmt/format.h>
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -176,6 +180,7 @@ struct BenchOptions {
   std::vector<std::string> masks;     // empty: every mask case
   std::vector<std::array<int, 5>> shapes;  // B, H, S, D, Hkv; empty: the default list
   bool scaling = true;                // the mask-analysis scaling rows
+  int spacer_mb = 0;                  // allocated before the tensors (memory placement)
 };
 
 bool wanted(const BenchOptions& o, const std::string& mask) {
@@ -298,6 +303,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--reps" && has_value) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--spacer-mb" && has_value) {
+      opt.spacer_mb = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--no-scaling") {
       opt.scaling = false;
     } else {
@@ -319,6 +326,9 @@ int main(int argc, char** argv) {
                                              {2, 16, 8192, 64, 16},
                                              {2, 32, 8192, 128, 8}});
     }
+    std::optional<Device> spacer;
+    if (opt.spacer_mb > 0)
+      spacer.emplace(device_tensor(DType::F32, {int64_t{opt.spacer_mb} << 18}, "spacer"));
     for (const auto& [B, H, S, D, Hkv] : opt.shapes) bench_shape(B, H, S, D, Hkv, opt);
     if (opt.scaling) mask_build_scaling();
   } catch (const std::exception& e) {
