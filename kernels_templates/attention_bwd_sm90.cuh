@@ -315,24 +315,20 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
-      pin_registers(s);
-      attn_bwd_sm90_tile_probabilities<Prog, Args, T, true>(s, dp, pf, dsf, args, tile, full,
-                                                            interior, kp, held, lse2, delta);
-      wgmma_fence();
-      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-      wgmma_commit();
+    } else {
+      wgmma_wait<0>();
+      pin_registers(dp);
+    }
+    pin_registers(s);
+    attn_bwd_sm90_tile_probabilities<Prog, Args, T, kSplitPass>(s, dp, pf, dsf, args, tile, full,
+                                                                interior, kp, held, lse2, delta);
+    wgmma_fence();
+    attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
+    wgmma_commit();
+    if constexpr (kSplitPass) {
       wgmma_wait<1>();  // dP^T has landed; dV may still run
       pin_registers(dp);
       attn_bwd_sm90_gradients<T>(s, dp, dsf, delta);
-    } else {
-      wgmma_wait<0>();
-      pin_registers(s);
-      pin_registers(dp);
-      attn_bwd_sm90_tile_probabilities<Prog, Args, T, false>(s, dp, pf, dsf, args, tile, full,
-                                                             interior, kp, held, lse2, delta);
-      wgmma_fence();
-      attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
-      wgmma_commit();
     }
     if (kAtomicDq) {
       // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
