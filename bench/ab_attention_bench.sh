@@ -8,6 +8,9 @@
 #   (default arguments: --masks causal,alibi_causal,softcap_causal --shapes 2,16,8192,128,16
 #    --reps 30)
 #   env: AB_ROUNDS (default 3): runs of every side, the order reversed every other round
+#        AB_SPACERS (e.g. "3 29 71"): one round per value, each run with --spacer-mb VALUE, so
+#          the rounds also differ in where the buffers land (the D 128 backward moves by up to
+#          10% with it); every tree must know --spacer-mb (from the fifteenth session on)
 set -uo pipefail
 usage="usage: bench/ab_attention_bench.sh OUTDIR TREE... [-- bench arguments]"
 default_args=(--masks causal,alibi_causal,softcap_causal --shapes 2,16,8192,128,16 --reps 30)
@@ -20,14 +23,19 @@ for i in "${!trees[@]}"; do
     echo "${names[$i]} build: rc=$?" ) &
 done
 wait
-for r in $(seq 1 "${AB_ROUNDS:-3}"); do
+spacers=(${AB_SPACERS:-})
+rounds=${AB_ROUNDS:-3}
+[ ${#spacers[@]} -gt 0 ] && rounds=${#spacers[@]}
+for r in $(seq 1 "$rounds"); do
+  placement=()
+  [ ${#spacers[@]} -gt 0 ] && placement=(--spacer-mb "${spacers[$((r - 1))]}")
   order=("${!names[@]}")
   [ $((r % 2)) -eq 0 ] && order=($(printf '%s\n' "${order[@]}" | sort -rn))
   for i in "${order[@]}"; do
     n=${names[$i]}
     # each side its own kernel cache: the first round pays the compiles, all rounds time warm
     TILEJIT_CACHE_DIR="$out/$n/cache" timeout 300 "$out/$n/build/bench/attention_gpu_bench" \
-      "${args[@]}" >"$out/$n.round$r.jsonl" 2>"$out/$n.round$r.err"
+      "${args[@]}" "${placement[@]}" >"$out/$n.round$r.jsonl" 2>"$out/$n.round$r.err"
     echo "$n round $r: rc=$?"
   done
 done
