@@ -195,6 +195,44 @@ __device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
     for (int c = 0; c < 4; ++c) a[n][c] = 0.f;
 }
 
+// Diagnostics (off unless TJ_BWD_SM90_PROFILE is defined, as tests/gpu/attention_harness.cu can
+// be built): the clock cycles thread 0 of each consumer spends in each phase of its steps, summed
+// over every CTA into tj_bwd_sm90_profile. The harness prints them per case.
+enum BwdSm90Phase : int {
+  kPhaseParts,      // record, hook parts, issue of dP^T (split pass)
+  kPhaseWaitS,      // waiting for S^T (and dP^T without a split pass)
+  kPhaseP,          // the element pass (P^T, or P^T and dS^T), dV's issue
+  kPhaseWaitDp,     // split pass: waiting for dP^T
+  kPhaseDs,         // split pass: dS^T
+  kPhaseReadOther,  // waiting for the other consumer's dQ product of step - 2
+  kPhaseStoreDs,    // dS^T to shared memory, dK's issue
+  kPhaseReadyOther, // waiting for the other consumer's dS^T of step - 1 (and the dQ buffer)
+  kPhaseWaitDvDk,   // dQ's issue, waiting for dV and dK
+  kPhaseFull,       // waiting for the next stage (the producer)
+  kPhaseWaitDq,     // S^T's issue, waiting for dQ
+  kPhaseSendDq,     // dQ block to shared memory, barrier, TMA reduction
+  kPhaseTail,       // the wait for the next S^T (split pass), the loop's back edge
+  kBwdSm90Phases
+};
+#if defined(TJ_BWD_SM90_PROFILE)
+__device__ unsigned long long tj_bwd_sm90_profile[kBwdSm90Phases];
+struct BwdSm90PhaseClock {
+  unsigned t;
+  bool on;
+  __device__ __forceinline__ void start(bool record) { on = record, t = clock(); }
+  __device__ __forceinline__ void lap(BwdSm90Phase phase) {
+    const unsigned now = clock();
+    if (on) atomicAdd(&tj_bwd_sm90_profile[phase], static_cast<unsigned long long>(now - t));
+    t = now;
+  }
+};
+#else
+struct BwdSm90PhaseClock {
+  __device__ __forceinline__ void start(bool) {}
+  __device__ __forceinline__ void lap(BwdSm90Phase) {}
+};
+#endif
+
 // A consumer warpgroup (cw = 0 or 1): keys kv0 + 64 cw .. + 63.
 template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
 __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& p, const Args& args,
@@ -272,6 +310,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   issue_s(slot);
   if constexpr (!kSplitPass) issue_dp(slot);
   int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
+  BwdSm90PhaseClock clock_of;
+  clock_of.start(thread == 0);
   for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
@@ -313,6 +353,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
     // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
+    clock_of.lap(kPhaseParts);
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
     } else {
@@ -320,19 +361,24 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       pin_registers(dp);
     }
     pin_registers(s);
+    clock_of.lap(kPhaseWaitS);
     attn_bwd_sm90_tile_probabilities<Prog, Args, T, kSplitPass>(s, dp, pf, dsf, args, tile, full,
                                                                 interior, kp, held, lse2, delta);
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
     wgmma_commit();
+    clock_of.lap(kPhaseP);
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // dP^T has landed; dV may still run
       pin_registers(dp);
+      clock_of.lap(kPhaseWaitDp);
       attn_bwd_sm90_gradients<T>(s, dp, dsf, delta);
+      clock_of.lap(kPhaseDs);
     }
     if (kAtomicDq) {
       // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
       if (step >= 2) read_other(step - 2);
+      clock_of.lap(kPhaseReadOther);
       attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
       fence_proxy_async_shared();
       ready_mine(step);
@@ -341,12 +387,14 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
     wgmma_commit();
+    clock_of.lap(kPhaseStoreDs);
     if (kAtomicDq && step > 0) {
       // This consumer's dQ block of an earlier step has been read out of its buffer before its
       // threads pass the barrier below, so the buffer is free again after it.
       if (dq_sender) bulk_wait_group_read<0>();
       ready_other(step - 1);  // both halves of dS^T of the step before are in its buffer
     }
+    clock_of.lap(kPhaseReadyOther);
     if (dq_here) issue_dq(dq, step - 1);
     // dV and dK have landed (dQ may still run): the stage is free, its Q and dO read.
     if (dq_here)
@@ -359,18 +407,23 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     pin_registers(dsf);
     mbar_arrive(L::empty(base, slot.stage));
     slot.advance<L::kStages>();
+    clock_of.lap(kPhaseWaitDvDk);
     mbar_wait(L::full(base, slot.stage), slot.parity);
+    clock_of.lap(kPhaseFull);
     issue_s(slot);
     wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
     if (dq_here) pin_registers(dq);
+    clock_of.lap(kPhaseWaitDq);
     if (dq_here && step > 0) send_dq(dq, prev_head, prev_q0);
     if (kAtomicDq && step > 0) read_mine(step - 1);
+    clock_of.lap(kPhaseSendDq);
     if constexpr (!kSplitPass)
       issue_dp(slot);  // after dQ's registers are free: with both in flight D = 128 spills
     else
       wgmma_wait<0>();  // nothing in flight across the back edge (see the loop's top)
     prev_head = st.head;
     prev_q0 = st.q0;
+    clock_of.lap(kPhaseTail);
   }
   wgmma_wait<0>();  // the closing record's products
   // The last step's dQ block; the read barriers each consumer arrived at are met.

@@ -12,6 +12,11 @@
 // 2. Speed: the PERF.md shapes, CUDA-event medians, TFLOP/s over unmasked pairs, both forwards
 //    and both backwards side by side (table + one JSON line per case, also written to
 //    OUTDIR/attention_perf.jsonl).
+// 3. Built with -DTJ_BWD_SM90_PROFILE (tests/gpu/build_attention_harness.sh OUTDIR
+//    -gencode=arch=compute_90a,code=sm_90a -DTJ_BWD_SM90_PROFILE): per case, the share of each
+//    phase of the Hopper backward's consumer steps (attention_bwd_sm90.cuh, BwdSm90Phase) in the
+//    cycles its consumers spent, one "profile" line. The clock reads cost a few instructions per
+//    phase; the soft-cap kernel at D = 128 spills 16 bytes in that build.
 #include <chrono>
 #include <random>
 #include <string>
@@ -300,6 +305,23 @@ struct PerfRow {
 };
 std::vector<PerfRow> g_perf;
 
+#if defined(TJ_BWD_SM90_PROFILE)
+// The Hopper backward's consumer phases (attention_bwd_sm90.cuh, BwdSm90Phase): each one's share
+// of the cycles thread 0 of every consumer spent in its step loop.
+void print_bwd_profile(const char* name,
+                       const unsigned long long (&cycles)[tjk::kBwdSm90Phases]) {
+  static const char* const kNames[tjk::kBwdSm90Phases] = {
+      "parts", "wait S", "P pass", "wait dP", "dS pass", "read other", "store dS", "ready other",
+      "wait dV dK", "full", "wait dQ", "send dQ", "tail"};
+  double total = 0;
+  for (unsigned long long c : cycles) total += double(c);
+  std::printf("profile %-28s", name);
+  for (int i = 0; i < tjk::kBwdSm90Phases; ++i)
+    std::printf(" | %s %.1f%%", kNames[i], total > 0 ? 100.0 * double(cycles[i]) / total : 0.0);
+  std::printf("\n");
+}
+#endif
+
 template <class Prog, class T, int D>
 void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                std::mt19937& rng) {
@@ -364,7 +386,15 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   if (g_sm90) {
     r.sm90_ms = median_ms(fwd_sm90, 25);
     r.sm90_tf = flops / (r.sm90_ms * 1e9);
+#if defined(TJ_BWD_SM90_PROFILE)
+    unsigned long long zero[tjk::kBwdSm90Phases] = {}, cycles[tjk::kBwdSm90Phases];
+    CUDA_CHECK(cudaMemcpyToSymbol(tjk::tj_bwd_sm90_profile, zero, sizeof(zero)));
+#endif
     r.bwd_sm90_ms = median_ms(bwd_sm90, 21);
+#if defined(TJ_BWD_SM90_PROFILE)
+    CUDA_CHECK(cudaMemcpyFromSymbol(cycles, tjk::tj_bwd_sm90_profile, sizeof(cycles)));
+    print_bwd_profile(name, cycles);
+#endif
     r.bwd_sm90_tf = 2.5 * flops / (r.bwd_sm90_ms * 1e9);
     r.bwd_sm90_det_ms = median_ms(bwd_sm90_det, 21);
     r.bwd_sm90_det_tf = 2.5 * flops / (r.bwd_sm90_det_ms * 1e9);
