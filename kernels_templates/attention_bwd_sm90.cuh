@@ -83,8 +83,8 @@
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
 // no spills in the step loop, except prefix_lm's at D = 128 (28 bytes: loop-invariant values
-// reloaded once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel at
-// D = 128 (two values, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
+// reloaded once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel
+// at D = 128 (4 bytes, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
 // FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
 // at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
