@@ -199,19 +199,19 @@ __device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
 // be built): the clock cycles thread 0 of each consumer spends in each phase of its steps, summed
 // over every CTA into tj_bwd_sm90_profile. The harness prints them per case.
 enum BwdSm90Phase : int {
-  kPhaseParts,      // record, hook parts, issue of dP^T (split pass)
-  kPhaseWaitS,      // waiting for S^T (and dP^T without a split pass)
-  kPhaseP,          // the element pass (P^T, or P^T and dS^T), dV's issue
-  kPhaseWaitDp,     // split pass: waiting for dP^T
-  kPhaseDs,         // split pass: dS^T
-  kPhaseReadOther,  // waiting for the other consumer's dQ product of step - 2
-  kPhaseStoreDs,    // dS^T to shared memory, dK's issue
-  kPhaseReadyOther, // waiting for the other consumer's dS^T of step - 1 (and the dQ buffer)
-  kPhaseWaitDvDk,   // dQ's issue, waiting for dV and dK
-  kPhaseFull,       // waiting for the next stage (the producer)
-  kPhaseWaitDq,     // S^T's issue, waiting for dQ
-  kPhaseSendDq,     // dQ block to shared memory, barrier, TMA reduction
-  kPhaseTail,       // the wait for the next S^T (split pass), the loop's back edge
+  kPhaseParts,       // record, hook parts, issue of dP^T (split pass)
+  kPhaseWaitS,       // waiting for S^T (and dP^T without a split pass)
+  kPhaseP,           // the element pass (P^T, or P^T and dS^T), dV's issue
+  kPhaseWaitDp,      // split pass: waiting for dP^T
+  kPhaseDs,          // split pass: dS^T
+  kPhaseReadOther,   // waiting for the other consumer's dQ product of step - 2
+  kPhaseStoreDs,     // dS^T to shared memory, dK's issue
+  kPhaseReadyOther,  // waiting for the other consumer's dS^T of step - 1 (and the dQ buffer)
+  kPhaseWaitDvDk,    // dQ's issue, waiting for dV and dK
+  kPhaseFull,        // waiting for the next stage (the producer)
+  kPhaseWaitDq,      // S^T's issue, waiting for dQ
+  kPhaseSendDq,      // dQ block to shared memory, barrier, TMA reduction
+  kPhaseTail,        // the wait for the next S^T (split pass), the loop's back edge
   kBwdSm90Phases
 };
 #if defined(TJ_BWD_SM90_PROFILE)
@@ -254,11 +254,12 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
 
   const bool dq_sender = kAtomicDq && thread == 0;  // issues this consumer's dQ reductions
   if (dq_sender) tma_prefetch_descriptor(&maps.dq_accum);
-  // Each step's S^T and dP^T are issued at the end of the step before, under its dQ product;
-  // once dQ has landed, its block goes to the consumer's buffer and from there to dq_accum. The
-  // ring's closing record (head -1) gets them too, into stale stage contents: their results are
-  // never read, and every wait count stays the same on every path (ptxas serialises all
-  // products where it cannot tell which ones are in flight).
+  // Each step's S^T (and, without a split pass, its dP^T) is issued at the end of the step
+  // before, under that step's dQ product; once dQ has landed, its block goes to the consumer's
+  // buffer and from there to dq_accum. The ring's closing record (head -1) gets the products
+  // too, into stale stage contents: their results are never read, and every wait count stays
+  // the same on every path (ptxas serialises all products where it cannot tell which ones are
+  // in flight).
   float s[kQN][4], dp[kQN][4];
   // Where score_grad does not read score, the element pass is split: P^T (and P * score_grad,
   // kept in S^T's registers) once S^T has landed, so dV is issued while dP^T still runs; dS^T

@@ -85,14 +85,14 @@ __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
   const WarpHeldColumns<ColParts, false, kHeld, Args> values{held, args, t.b, t.h, first};
   const WarpHeldColumns<ColParts, true, kHeld, Args> all{held, args, t.b, t.h, first};
   if (full && interior)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kSplit>(s, dp, p, f, args, t, kp, values, lse2,
-                                                             delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kSplit>(s, dp, p, f, args, t, kp,
+                                                                     values, lse2, delta);
   else if (full || Prog::kMaskIsTrue)
-    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kSplit>(s, dp, p, f, args, t, kp, values, lse2,
-                                                            delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, false, true, kSplit>(s, dp, p, f, args, t, kp,
+                                                                    values, lse2, delta);
   else
-    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kSplit>(s, dp, p, f, args, t, kp, all, lse2,
-                                                           delta);
+    attn_bwd_sm90_probabilities<Prog, Args, T, true, true, kSplit>(s, dp, p, f, args, t, kp, all,
+                                                                   lse2, delta);
 }
 
 }  // namespace tjk

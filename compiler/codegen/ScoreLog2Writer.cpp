@@ -78,6 +78,21 @@ BodyWriter open_function(std::string& out, std::string_view declaration,
   return writer;
 }
 
+// Opens `float NAME(a, qp, kp, acc, scale, b, h, q, kv)` over score_mod's parts, with `score`
+// declared where the body reads it other than through its entry node.
+BodyWriter open_score_function(std::string& out, std::string_view name, const ScoreFold& fold,
+                               const HookSplit& split, const HookSourceInfo& info) {
+  BodyWriter writer = open_function(
+      out,
+      fmt::format("float {}(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, "
+                  "float scale, int b, int h, int q, int kv)",
+                  name),
+      {{"qp", {split.q_values, split.q_recips}}, {"kp", {split.kv_values, split.kv_recips}}}, fold,
+      info);
+  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
+  return writer;
+}
+
 // The fold of score_mod's body, its entry dropped where it is a quotient no part holds the
 // divisor's reciprocal of (a divisor free of score but depending on both q and kv is divided
 // per element).
@@ -131,13 +146,7 @@ void write_score_log2_factored(std::string& out, const Expr& body, const ScoreFo
     const std::string value = factor.defined() ? writer.scope(factor, 4) : "scale";
     out += fmt::format("    return {} * {};\n  }}\n", value, kLog2e);
   }
-  BodyWriter writer = open_function(
-      out,
-      "float score_log2_unscaled(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, "
-      "float scale, int b, int h, int q, int kv)",
-      {{"qp", {split.q_values, split.q_recips}}, {"kp", {split.kv_values, split.kv_recips}}}, fold,
-      info);
-  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
+  BodyWriter writer = open_score_function(out, "score_log2_unscaled", fold, split, info);
   const std::string unit = "(1.0f / scale)";
   const std::string value = factor.defined() ? scaled_term(writer, fold, rest, "1.0f")
                                              : scaled_term(writer, fold, body, unit, &unit);
@@ -154,13 +163,7 @@ void write_score_log2(std::string& out, const Expr& body, const HookSplit& split
       "\n  // log2e * score_mod(scale * acc), its factors folded per row "
       "(compiler/codegen/ScoreFold.h)\n";
   out += "  static constexpr bool kScoreLog2 = true;\n";
-  BodyWriter writer = open_function(
-      out,
-      "float score_log2(const TjArgs& a, const ScoreQ& qp, const ScoreKv& kp, float acc, "
-      "float scale, int b, int h, int q, int kv)",
-      {{"qp", {split.q_values, split.q_recips}}, {"kp", {split.kv_values, split.kv_recips}}}, fold,
-      info);
-  if (fold.reads_score_otherwise) out += "    const float score = acc * scale;\n";
+  BodyWriter writer = open_score_function(out, "score_log2", fold, split, info);
   const std::string value = scaled_term(writer, fold, body, std::string(kLog2e));
   out += fmt::format("    return {};  // log2e = 1.4426950408889634\n  }}\n", value);
   write_score_log2_factored(out, body, fold, split, info);
