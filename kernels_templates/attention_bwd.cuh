@@ -1,7 +1,8 @@
 // Block-sparse attention backward, portable tensor-core path (mma.sync, sm_80+),
 // FlashAttention-2 style. Kernels, launched in this order:
 //
-//   attention_bwd_preprocess_kernel  delta = rowsum(dO * O) (fp32); zeroes dq_accum if given
+//   attention_bwd_preprocess_kernel  delta = rowsum(dO * O) (fp32), the lse in the log2 domain;
+//                                    zeroes dq_accum if given
 //   attention_bwd_kernel             one CTA per (kv tile, b * Hkv): walks the transposed
 //                                    block-mask runs of every q head of its GQA group, recomputes
 //                                    P from lse and accumulates dK, dV in registers (so the group
@@ -27,6 +28,7 @@ struct AttentionBwdParams {
   AttnTensor q, k, v, out, d_out, dq, dk, dv;
   const float* lse;  // [B, Hq, Sq] from the forward
   float* delta;      // [B, Hq, Sq] written by the preprocess kernel
+  float* lse_log2;   // [B, Hq, Sq] lse_log2(lse), written by the preprocess kernel
   float* dq_accum;   // [B, Hq, Sq, D] fp32 (atomic mode only; else null)
   AttnShape shape;
   BlockMaskView mask;
@@ -68,7 +70,7 @@ __device__ __forceinline__ void attention_bwd_preprocess_cta(const AttentionBwdP
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) p.delta[row] = sum;
+  if (lane == 0) p.delta[row] = sum, p.lse_log2[row] = lse_log2(p.lse[row]);
 }
 
 template <class T, int kHeadDim>

@@ -77,8 +77,9 @@
 //
 // Launch: attention_bwd_sm90_kernel below, or a generated entry point with
 // __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta; dynamic shared
-// memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, and
-// dq_accum zeroed in atomic mode); the block mask built with block_q = 128, block_kv = 64.
+// memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the lse in
+// the log2 domain, and dq_accum zeroed in atomic mode); the block mask built with block_q = 128,
+// block_kv = 64.
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
@@ -196,8 +197,9 @@ __device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
 }
 
 // Diagnostics (off unless TJ_BWD_SM90_PROFILE is defined, as tests/gpu/attention_harness.cu can
-// be built): the clock cycles thread 0 of each consumer spends in each phase of its steps, summed
-// over every CTA into tj_bwd_sm90_profile. The harness prints them per case.
+// be built): the clock cycles thread 0 of each consumer spends in each phase of its steps. They
+// are summed in shared memory (free bytes of the barrier block, no L2 traffic in the loop) and
+// added into tj_bwd_sm90_profile once per consumer at the end. The harness prints them per case.
 enum BwdSm90Phase : int {
   kPhaseParts,       // record, hook parts, issue of dP^T (split pass)
   kPhaseWaitS,       // waiting for S^T (and dP^T without a split pass)
@@ -217,19 +219,31 @@ enum BwdSm90Phase : int {
 #if defined(TJ_BWD_SM90_PROFILE)
 __device__ unsigned long long tj_bwd_sm90_profile[kBwdSm90Phases];
 struct BwdSm90PhaseClock {
+  unsigned* sums;  // this consumer's, in shared memory
   unsigned t;
   bool on;
-  __device__ __forceinline__ void start(bool record) { on = record, t = clock(); }
+  __device__ __forceinline__ void start(bool record, unsigned* consumer_sums) {
+    on = record, sums = consumer_sums;
+    if (on)
+      for (int i = 0; i < kBwdSm90Phases; ++i) sums[i] = 0;
+    t = clock();
+  }
   __device__ __forceinline__ void lap(BwdSm90Phase phase) {
     const unsigned now = clock();
-    if (on) atomicAdd(&tj_bwd_sm90_profile[phase], static_cast<unsigned long long>(now - t));
+    if (on) atomicAdd(&sums[phase], now - t);  // a shared-memory add, its result unused
     t = now;
+  }
+  __device__ __forceinline__ void flush() {
+    if (on)
+      for (int i = 0; i < kBwdSm90Phases; ++i)
+        atomicAdd(&tj_bwd_sm90_profile[i], static_cast<unsigned long long>(sums[i]));
   }
 };
 #else
 struct BwdSm90PhaseClock {
-  __device__ __forceinline__ void start(bool) {}
+  __device__ __forceinline__ void start(bool, unsigned*) {}
   __device__ __forceinline__ void lap(BwdSm90Phase) {}
+  __device__ __forceinline__ void flush() {}
 };
 #endif
 
@@ -312,7 +326,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   if constexpr (!kSplitPass) issue_dp(slot);
   int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
   BwdSm90PhaseClock clock_of;
-  clock_of.start(thread == 0);
+  clock_of.start(thread == 0,
+                 reinterpret_cast<unsigned*>(smem + L::kProfile + 64 * cw));
   for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
@@ -338,12 +353,29 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     // and guards score_mod). A branch that zeroed S instead made ptxas spill the accumulators.
     const int cls = cw == 0 ? st.cls[0] : st.cls[1];  // no dynamic index: no local memory
     const bool empty = cls == kBwdEmpty;
+    // The lse (log2 domain) and delta of this thread's q columns col0 + 8 n (+ 1). A split pass
+    // reads them as pairs before the product they combine with has landed; a single pass where
+    // it uses them (read ahead of it, they make D = 128 spill).
     const float* lse_s = reinterpret_cast<const float*>(smem + L::stats(slot.stage));
     const int col = 2 * (lane & 3);
-    auto lse2 = [&](int n, int c) {
-      return empty ? pos_inf() : lse_log2(lse_s[8 * n + col + (c & 1)]);
+    float2 lse_c[kQN] = {}, delta_c[kQN] = {};  // zeroed for nvcc's front end only
+    auto read_stats = [&](float2(&to)[kQN], int at) {
+#pragma unroll
+      for (int n = 0; n < kQN; ++n)
+        to[n] = *reinterpret_cast<const float2*>(lse_s + at + 8 * n + col);
     };
-    auto delta = [&](int n, int c) { return lse_s[kQ + 8 * n + col + (c & 1)]; };
+    auto lse2 = [&](int n, int c) {
+      if constexpr (kSplitPass)
+        return empty ? pos_inf() : (c & 1) ? lse_c[n].y : lse_c[n].x;
+      else
+        return empty ? pos_inf() : lse_s[8 * n + col + (c & 1)];
+    };
+    auto delta = [&](int n, int c) {
+      if constexpr (kSplitPass)
+        return (c & 1) ? delta_c[n].y : delta_c[n].x;
+      else
+        return lse_s[kQ + 8 * n + col + (c & 1)];
+    };
     const BwdSm90Tile tile{sh, scale_log2, b, st.head, row0, st.q0 + col};
     const bool full = cls == kBwdFull || (empty && Prog::kScoreIsIdentity);
     const bool interior = kv_interior && st.q0 + kQ <= sh.seq_q;
@@ -354,6 +386,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
     // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
+    if constexpr (kSplitPass) read_stats(lse_c, 0);
     clock_of.lap(kPhaseParts);
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
@@ -370,6 +403,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_commit();
     clock_of.lap(kPhaseP);
     if constexpr (kSplitPass) {
+      read_stats(delta_c, kQ);
       wgmma_wait<1>();  // dP^T has landed; dV may still run
       pin_registers(dp);
       clock_of.lap(kPhaseWaitDp);
@@ -426,6 +460,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     prev_q0 = st.q0;
     clock_of.lap(kPhaseTail);
   }
+  clock_of.flush();
   wgmma_wait<0>();  // the closing record's products
   // The last step's dQ block; the read barriers each consumer arrived at are met.
   if (kAtomicDq && step > 0) {

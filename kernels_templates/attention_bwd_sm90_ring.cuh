@@ -49,6 +49,8 @@ struct AttnBwdSm90Layout {
   static constexpr int kDqBoxBytes = kQStep * 128;                 // kQStep rows of 32 floats
   static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
   static constexpr int kStats0 = 512;                              // in the barrier block
+  static constexpr int kProfile = 320;  // after the step records: 2 x 64 B (TJ_BWD_SM90_PROFILE)
+  static_assert(256 + 16 * kStages <= kProfile && kProfile + 128 <= kStats0, "barrier block");
   static constexpr int kBarrierBlockBytes = (kStats0 + kStages * kStatsBytes + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = 2 * kQTileBytes;
   static constexpr int kK = kBarrierBlockBytes;
@@ -201,13 +203,14 @@ __device__ __forceinline__ void attn_bwd_sm90_produce(const AttentionBwdParams& 
                       full);
         }
     }
-    // lse then delta of the step's rows; rows past Sq read as 0 (their P is 0 by the bounds).
+    // lse (log2 domain) then delta of the step's rows; rows past Sq read as 0 (their P is 0 by
+    // the bounds).
     const long long row_base = (static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q;
 #pragma unroll
     for (int j = 0; j < 2 * kQ / 32; ++j) {
       const int i = 32 * j + lane, q = st.q0 + (i % kQ);
       const bool in = q < sh.seq_q;
-      const float* src = i < kQ ? p.lse : p.delta;
+      const float* src = i < kQ ? p.lse_log2 : p.delta;
       cp_async_4(base + L::stats(slot.stage) + 4 * i, src + (in ? row_base + q : 0), in ? 4 : 0);
     }
     cp_async_mbar_arrive_noinc(full);

@@ -37,7 +37,9 @@ struct AttnShape {
 
 struct AttentionFwdParams {
   AttnTensor q, k, v, out;
-  float* lse;  // [B, Hq, Sq] fp32, natural log
+  float* lse;   // [B, Hq, Sq] fp32, natural log
+  int* work;    // the Hopper kernel's two work-item counters (zero before a launch, left zero),
+                // or null for fixed shares (FwdWorkItem)
   AttnShape shape;
   BlockMaskView mask;
 };

@@ -4,10 +4,12 @@
 // pipeline over an accumulator tile (logits_from_parts: bounds, mask_mod, score_mod; full tiles
 // skip the mask) and the online softmax, so both paths return the same out and lse.
 //
-// Persistent CTAs: a grid of at most one CTA per SM walks the work items (q tile of 128 rows,
-// b * Hq) longest first (FwdWorkItem); the K/V ring runs on from one item to the next, and the
-// producer loads an item's Q while the consumers finish the previous item (see the epilogue
-// note at attn_sm90_consume), so no CTA start-up or epilogue sits between two items' products.
+// Persistent CTAs: a grid of at most one CTA per SM takes the work items (q tile of 128 rows,
+// b * Hq), longest first for triangular masks (FwdWorkItem), one at a time from a counter in
+// global memory, so CTAs whose items were short take more of them; the K/V ring runs on from one
+// item to the next, and the producer loads an item's Q while the consumers finish the previous
+// item (see the epilogue note at attn_sm90_consume), so no CTA start-up or epilogue sits between
+// two items' products.
 // 384 threads in three warpgroups:
 //   warpgroup 0, producer (40 registers): one thread loads each item's Q tile, then K and V of
 //     each step into a kStages ring, with TMA; the mbarrier full[s] counts the bytes in,
@@ -46,10 +48,16 @@
 //     N-major B of P V (imm-trans-b = 1, LBO = 16384 between its 64-column blocks, SBO 1024).
 //   - mbarriers (9.7.13.15): q_full and full[s] complete on one arrive.expect_tx plus the
 //     transaction bytes of their boxes (a box partly or wholly outside the tensor is zero-filled
-//     and counts in full); empty[s] and q_empty on 256 arrivals. Pass n over the ring waits for
-//     parity n & 1 on full[s] (consumers) and (n & 1) ^ 1 on empty[s] (producer; a fresh barrier
-//     reports parity 1 complete); the CTA's item n waits for parity n & 1 on q_full, and its
-//     producer for parity (n - 1) & 1 on q_empty before loading item n's Q (n >= 1).
+//     and counts in full); empty[s] and q_empty on 256 arrivals; with the counter only,
+//     item_full[n & 1] on one arrival, once the producer has stored the index of the CTA's
+//     item n (its arrive releases the store, the consumers' wait acquires it), the n-th time for
+//     parity (n >> 1) & 1. The producer stores item n + 1's index after waiting for q_empty of
+//     item n - 1, which the consumers arrive on after they have read item n - 1's: a slot is
+//     rewritten only once read, and a barrier runs at most one phase ahead of its waiters.
+//     Pass n over the ring waits for parity n & 1 on full[s] (consumers) and (n & 1) ^ 1 on
+//     empty[s] (producer; a fresh barrier reports parity 1 complete); the CTA's item n waits for
+//     parity n & 1 on q_full, and its producer for parity (n - 1) & 1 on q_empty before loading
+//     item n's Q (n >= 1).
 //   - wgmma.fence before each batch of products (S, O and P are written by ordinary code in
 //     between); one commit group per product; the accumulators and P are touched only after a
 //     wait_group that covers them (9.7.15.7).
@@ -84,17 +92,21 @@ struct AttnFwdSm90Layout {
   static constexpr int kBoxBytes = 64 * 128;        // one TMA box: 64 rows of 64 elements
   static constexpr int kColBlockBytes = 128 * 128;  // 128 rows of one column block
   static constexpr int kTileBytes = kColBlocks * kColBlockBytes;
-  static constexpr int kQ = 1024;  // after the barrier block
+  static constexpr int kItems = 512;  // in the barrier block: two item indices (item n: n & 1)
+  static constexpr int kQ = 1024;     // after the barrier block
   static constexpr int kStage0 = kQ + kTileBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
   // Up to 1023 bytes are lost aligning the dynamic shared memory base.
   static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
 
-  // Barrier addresses: q_full, full[kStages], empty[kStages], q_empty.
+  // Barrier addresses: q_full, full[kStages], empty[kStages], q_empty, item_full[2].
   __device__ static unsigned q_full(unsigned base) { return base; }
   __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
   __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
   __device__ static unsigned q_empty(unsigned base) { return base + 8 + 16 * kStages; }
+  __device__ static unsigned item_full(unsigned base, int n) {
+    return base + 16 + 16 * kStages + 8 * (n & 1);
+  }
   __device__ static unsigned k_tile(unsigned base, int s) {
     return base + kStage0 + s * kStageBytes;
   }
@@ -135,18 +147,24 @@ struct KvStepCursor {
 
 // The work items (b, h, q tile), numbered longest first for triangular masks: q tiles from the
 // last, every (b, h) of a q tile next to each other (CTAs running together share K and V in L2).
-// CTA c takes, in round k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when
-// k is odd (G = gridDim.x): a plain stride would give CTA 0 the largest item of every round (6%
-// more work than the average on a causal mask at 8k), the snake pairs a larger with a smaller.
+// Two ways to share them out, the runtime's choice (p.work):
+//   - fixed shares (p.work null), where the items never grow in that order: CTA c takes, in round
+//     k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when k is odd
+//     (G = gridDim.x). A plain stride would give CTA 0 the largest item of every round (6% more
+//     work than the average on a causal mask at 8k); the snake pairs a larger with a smaller,
+//     and the CTAs sharing K and V stay in step.
+//   - one at a time from the counter p.work[0], in order, elsewhere: a document mask's items
+//     follow the documents, not the q tile, and fixed shares left its SMs 11% idle at the end.
 struct FwdWorkItem {
   int b, h, hk, qt, q0;
 
   __device__ __forceinline__ static int count(const AttentionFwdParams& p) {
     return p.shape.batch * p.shape.heads_q * p.mask.q_tiles;
   }
-  // This CTA's item of round k (>= count(p) once the CTA is done).
-  __device__ __forceinline__ static int of_round(int k) {
-    return k * gridDim.x + ((k & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  // This CTA's n-th item (>= count(p) once the CTA is done).
+  __device__ __forceinline__ static int take(const AttentionFwdParams& p, int n) {
+    if (p.work) return atomicAdd(p.work, 1);
+    return n * gridDim.x + ((n & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
   }
   __device__ __forceinline__ static FwdWorkItem at(const AttentionFwdParams& p, int item) {
     const AttnShape& sh = p.shape;
@@ -172,11 +190,17 @@ struct RingSlot {
   }
 };
 
-// The producer thread, for each work item: the Q tile once the consumers are done with the
-// previous item's (q_empty), then K and V of every step into the ring, which runs on across items.
+// The producer thread, for each work item it takes (FwdWorkItem::take): the Q tile once the
+// consumers are done with the previous item's (q_empty), with the counter the index of the item
+// after it for the consumers (so they find their next item's runs and hook parts while its Q
+// loads; with fixed shares they work their items out themselves), then K and V
+// of every step into the ring, which runs on across items. The last index it hands on is past
+// the end. With the counter, the CTA's last act is counting itself done (p.work[1]); the last CTA
+// to do so resets both counters for the next launch (every CTA took its last index before).
 template <int kHeadDim>
 __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
-                                                  const AttnFwdTmaMaps& maps, unsigned base) {
+                                                  const AttnFwdTmaMaps& maps, unsigned base,
+                                                  unsigned char* smem) {
   using L = AttnFwdSm90Layout<kHeadDim>;
   tma_prefetch_descriptor(&maps.q);
   if (p.shape.seq_kv > 0) {  // without keys K and V may have no map
@@ -185,10 +209,19 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
   }
   RingSlot slot;
   const int items = FwdWorkItem::count(p);
-  for (int n = 0, item = FwdWorkItem::of_round(0); item < items; item = FwdWorkItem::of_round(++n)) {
+  volatile int* item_slot = reinterpret_cast<volatile int*>(smem + L::kItems);
+  auto hand_on = [&](int n, int item) {  // fixed shares: the consumers work out their own
+    if (!p.work) return;
+    item_slot[n & 1] = item;
+    mbar_arrive(L::item_full(base, n));
+  };
+  int item = FwdWorkItem::take(p, 0);
+  hand_on(0, item);
+  for (int n = 0; item < items; ++n) {
     const FwdWorkItem w = FwdWorkItem::at(p, item);
     KvStepCursor steps;
     steps.begin(p.mask, w.b, w.h, w.qt);
+    const int next = FwdWorkItem::take(p, n + 1);  // under the wait for q_empty
     if (n > 0) mbar_wait(L::q_empty(base), (n - 1) & 1);
     mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
 #pragma unroll
@@ -197,6 +230,7 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
       for (int half = 0; half < 2; ++half)
         tma_load_4d(base + L::kQ + cb * L::kColBlockBytes + half * L::kBoxBytes, &maps.q, 64 * cb,
                     w.q0 + 64 * half, w.h, w.b, L::q_full(base));
+    hand_on(n + 1, next);
     for (; steps.valid(); steps.advance()) {
       const KvStep st = steps.step;
       const unsigned full = L::full(base, slot.stage);
@@ -212,6 +246,13 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
         }
       slot.advance<L::kStages>();
     }
+    item = next;
+  }
+  if (!p.work) return;
+  __threadfence();
+  if (atomicAdd(p.work + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+    atomicExch(p.work, 0);
+    atomicExch(p.work + 1, 0);
   }
 }
 
@@ -498,13 +539,17 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = AttnFwdSm90Layout<kHeadDim>;
   extern __shared__ unsigned char attn_sm90_smem[];
-  const unsigned base = (smem_addr(attn_sm90_smem) + 1023u) & ~1023u;
+  const unsigned raw = smem_addr(attn_sm90_smem);
+  const unsigned base = (raw + 1023u) & ~1023u;
+  unsigned char* smem = attn_sm90_smem + (base - raw);
   if (p.mask.block_q != kAttnSm90BlockQ || p.mask.block_kv != kAttnBlockKV) __trap();
   const int wg = warpgroup_index();
 
   if (threadIdx.x == 0) {
     mbar_init(L::q_full(base), 1);
     mbar_init(L::q_empty(base), 256);
+    mbar_init(L::item_full(base, 0), 1);
+    mbar_init(L::item_full(base, 1), 1);
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(L::full(base, s), 1);
       mbar_init(L::empty(base, s), 256);
@@ -514,15 +559,24 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
   __syncthreads();
   if (wg == 0) {
     setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) attn_sm90_produce<kHeadDim>(p, maps, base);
+    if (threadIdx.x == 0) attn_sm90_produce<kHeadDim>(p, maps, base, smem);
     return;
   }
   setmaxnreg_inc<232>();
   RingSlot slot;
   const int items = FwdWorkItem::count(p);
-  for (int n = 0, item = FwdWorkItem::of_round(0); item < items; item = FwdWorkItem::of_round(++n))
+  for (int n = 0;; ++n) {
+    int item;
+    if (p.work) {
+      mbar_wait(L::item_full(base, n), (n >> 1) & 1);
+      item = reinterpret_cast<volatile const int*>(smem + L::kItems)[n & 1];
+    } else {
+      item = FwdWorkItem::take(p, n);
+    }
+    if (item >= items) break;
     attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, wg - 1,
                                                slot, n);
+  }
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif

@@ -119,6 +119,7 @@ struct BlockMaskArg {
 struct FwdParams {
   AttnTensorArg q, k, v, out;
   float* lse;
+  int* work;
   AttnShapeArg shape;
   BlockMaskArg mask;
 };
@@ -126,6 +127,7 @@ struct BwdParams {
   AttnTensorArg q, k, v, out, d_out, dq, dk, dv;
   const float* lse;
   float* delta;
+  float* lse_log2;
   float* dq_accum;
   AttnShapeArg shape;
   BlockMaskArg mask;
@@ -146,6 +148,11 @@ static_assert(sizeof(BwdParams) == kAttnBwdParamsBytes);
 struct DeviceMask {
   DeviceBuffer buffer;
   BlockMaskArg view{};
+  // The Hopper forward's schedule (attention_fwd_sm90.cuh's FwdWorkItem): where the work items
+  // never grow in the order it numbers them (q tiles from the last), fixed shares per CTA, which
+  // keep the CTAs reading the same K and V in step (taking items one at a time costs D 64
+  // causal 2-4%); otherwise, as with documents, one item at a time from a counter.
+  bool fixed_shares = false;
   CUstream uploaded_on = nullptr;
   CUevent ready = nullptr;
   DeviceMask() = default;
@@ -160,6 +167,8 @@ struct DeviceState {
   std::mutex mutex;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<DeviceMask>> masks;
   std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> scratch;
+  // The Hopper forward's work-item counters per stream (launches on one stream run in turn).
+  std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> work_counters;
 };
 
 DeviceState& device_state() {
@@ -179,8 +188,8 @@ size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
 // The device copy of `mask` for work on `stream` (state.mutex held). The first use uploads it
 // on `stream` (the host bytes are staged before the copy call returns); a use on another stream
 // makes that stream wait for the upload.
-const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, CUstream stream,
-                                const BlockMask& mask) {
+const DeviceMask& device_mask(DeviceState& state, CUcontext context, CUstream stream,
+                              const BlockMask& mask) {
   Driver* driver = Driver::get();
   const BlockMaskShape& s = mask.shape();
   std::string key(reinterpret_cast<const char*>(&s), sizeof s);
@@ -191,7 +200,7 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, CUstream 
   auto& slot = state.masks[{context, key}];
   if (slot) {
     if (slot->uploaded_on != stream) driver->stream_wait_event(stream, slot->ready);
-    return slot->view;
+    return *slot;
   }
   if (state.masks.size() > 64) {  // rare: forget the copies, after the work that reads them
     driver->context_synchronize();
@@ -220,8 +229,9 @@ const BlockMaskArg& device_mask(DeviceState& state, CUcontext context, CUstream 
   auto base = static_cast<const unsigned char*>(dm->buffer.data());
   dm->view = {base + at[0], base + at[1],   base + at[2],    base + at[3], s.batch,
               s.heads,      mask.q_tiles(), mask.kv_tiles(), s.block_q,    s.block_kv};
+  dm->fixed_shares = mask.tiles_rise_with_q();
   slot = std::move(dm);
-  return slot->view;
+  return *slot;
 }
 
 // At least `bytes` of scratch for `stream` (state.mutex held); grows after synchronising it.
@@ -232,6 +242,18 @@ float* scratch(DeviceState& state, CUcontext context, CUstream stream, size_t by
     buf = DeviceBuffer(bytes);
   }
   return static_cast<float*>(buf.data());
+}
+
+// Two ints the Hopper forward's CTAs take their work items from: zeroed on `stream` when made,
+// and every launch leaves them zero (its last CTA resets them).
+int* work_counters(DeviceState& state, CUcontext context, CUstream stream) {
+  DeviceBuffer& buf = state.work_counters[{context, stream}];
+  if (buf.bytes() == 0) {
+    static const int kZeros[2] = {0, 0};
+    buf = DeviceBuffer(sizeof kZeros);
+    Driver::get()->memcpy_htod_async(buf.ptr(), kZeros, sizeof kZeros, stream);  // on `stream`
+  }
+  return static_cast<int*>(buf.data());
 }
 
 AttnTensorArg tensor_arg(const TensorView& t) {
@@ -371,16 +393,19 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
+  const DeviceMask& mask = device_mask(state, context, stream, block_mask);
   FwdParams params{tensor_arg(q),
                    tensor_arg(k),
                    tensor_arg(v),
                    tensor_arg(out),
                    static_cast<float*>(lse.data),
+                   sm90 && !mask.fixed_shares ? work_counters(state, context, stream) : nullptr,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   device_mask(state, context, stream, block_mask)};
+                   mask.view};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   if (sm90) {
-    // Persistent: at most one CTA per SM, walking the (b, h, q tile) items longest first.
+    // Persistent: at most one CTA per SM, walking the (b, h, q tile) items longest first for
+    // triangular masks, in fixed shares or one at a time (DeviceMask::fixed_shares).
     const int64_t items = int64_t{p.batch} * p.heads_q * block_mask.q_tiles();
     // Device 0's, as the kernels' arch (gpu_context); read once, not on every call.
     static const int64_t sms =
@@ -450,11 +475,12 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
-  // Scratch: delta [rows], then (atomic mode) the fp32 dQ accumulator [rows, D].
-  // The accumulator is read as float4: keep it 256-byte aligned like the allocation itself.
-  const size_t delta_bytes = (static_cast<size_t>(n_rows) * 4 + 255) & ~size_t{255};
+  // Scratch: delta [rows], the log2-domain lse [rows], then (atomic mode) the fp32 dQ
+  // accumulator [rows, D]. The accumulator is read as float4: keep it 256-byte aligned like the
+  // allocation itself.
+  const size_t row_bytes = (static_cast<size_t>(n_rows) * 4 + 255) & ~size_t{255};
   const size_t accum_bytes = det ? 0 : static_cast<size_t>(n_rows) * p.dim * 4;
-  float* work = scratch(state, context, stream, std::max<size_t>(delta_bytes + accum_bytes, 16));
+  float* work = scratch(state, context, stream, std::max<size_t>(2 * row_bytes + accum_bytes, 16));
   BwdParams params{tensor_arg(q),
                    tensor_arg(k),
                    tensor_arg(v),
@@ -465,9 +491,10 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    tensor_arg(dv),
                    static_cast<const float*>(lse.data),
                    work,
-                   det ? nullptr : work + delta_bytes / 4,
+                   work + row_bytes / 4,
+                   det ? nullptr : work + 2 * row_bytes / 4,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   device_mask(state, context, stream, block_mask)};
+                   device_mask(state, context, stream, block_mask).view};
   if (sm90 && !det && n_rows > 0) {  // the dQ blocks are added into the accumulator by TMA
     const int64_t shape[4] = {p.batch, p.heads_q, p.seq_q, p.dim};
     maps.dq_accum = encode_tensor_map(dq_accum_tensor_map_args(params.dq_accum, shape));

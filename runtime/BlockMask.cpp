@@ -1,6 +1,7 @@
 #include "runtime/BlockMask.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -196,6 +197,21 @@ BlockMask::Counts BlockMask::counts() const {
   for (const TileRun& run : runs_) (run.full() ? c.full : c.partial) += run.count();
   c.empty = static_cast<int64_t>(lists()) * q_tiles_ * kv_tiles_ - c.full - c.partial;
   return c;
+}
+
+bool BlockMask::tiles_rise_with_q() const {
+  std::vector<int64_t> least(q_tiles_, std::numeric_limits<int64_t>::max()), most(q_tiles_, 0);
+  for (int list = 0; list < lists(); ++list)
+    for (int t = 0; t < q_tiles_; ++t) {
+      const size_t i = size_t(list) * q_tiles_ + t;
+      int64_t n = 0;
+      for (int32_t r = offsets_[i]; r < offsets_[i + 1]; ++r) n += runs_[r].count();
+      least[t] = std::min(least[t], n);
+      most[t] = std::max(most[t], n);
+    }
+  for (int t = 1; t < q_tiles_; ++t)
+    if (least[t] < most[t - 1]) return false;
+  return true;
 }
 
 size_t BlockMask::bytes() const {

@@ -83,6 +83,11 @@ class BlockMask {
     int64_t full = 0, partial = 0, empty = 0;
   };
   Counts counts() const;
+  // Whether the attended (full or partial) tiles per q tile never fall as q grows: every list's
+  // count at q tile t is at least every list's at t - 1. True for causal, sliding-window and
+  // prefix masks, not for documents; the Hopper forward's schedule depends on it
+  // (runtime/Attention.cpp).
+  bool tiles_rise_with_q() const;
   // Bytes of the four arrays (what a device copy occupies).
   size_t bytes() const;
 

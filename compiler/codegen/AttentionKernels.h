@@ -93,8 +93,8 @@ inline constexpr int kAttentionBlockKV = 64;
 // device side and runtime/Attention.cpp on its host mirrors. ForwardSm90 takes the forward's
 // params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap); the
 // BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO maps (four).
-inline constexpr size_t kAttnFwdParamsBytes = 216;
-inline constexpr size_t kAttnBwdParamsBytes = 360;
+inline constexpr size_t kAttnFwdParamsBytes = 224;
+inline constexpr size_t kAttnBwdParamsBytes = 368;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 384;
 inline constexpr size_t kAttnBwdTmaMapsBytes = 640;
 // Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is

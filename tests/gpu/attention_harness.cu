@@ -1,7 +1,8 @@
 // Standalone GPU harness for the block-sparse attention kernels (kernels_templates/
 // attention_fwd.cuh, attention_fwd_sm90.cuh, attention_bwd.cuh, attention_bwd_sm90.cuh),
 // outside the CMake build:
-//   tests/gpu/build_attention_harness.sh OUTDIR && OUTDIR/attention_harness [OUTDIR] [--no-perf]
+//   tests/gpu/build_attention_harness.sh OUTDIR && OUTDIR/attention_harness [OUTDIR]
+//   [--no-perf | --perf-only]
 // 1. Correctness: random bf16/fp16 inputs, odd lengths, GQA, both layouts, outputs poisoned
 //    with NaN bits; forward (the portable kernel, and on an sm_90a device the Hopper kernel on
 //    the same inputs) and backward (atomic and deterministic dQ; on an sm_90a device the Hopper
@@ -145,7 +146,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
   const size_t q_elems = q.bits.size(), kv_elems = k.bits.size();
   const size_t rows = static_cast<size_t>(s.batch) * s.heads_q * s.seq_q;
   DevBuf<uint16_t> o(q_elems), dq(q_elems), dk(kv_elems), dv(kv_elems);
-  DevBuf<float> lse(rows), delta(rows), dq_accum(q_elems);
+  DevBuf<float> lse(rows), delta(rows), lse2(rows), dq_accum(q_elems);
 
   tjk::AttnShape shape{s.batch, s.heads_q, s.heads_kv,
                        s.seq_q, s.seq_kv,  1.f / std::sqrt(float(D))};
@@ -154,6 +155,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              make_tensor(v.dev.p, s.heads_kv, s.seq_kv, D, s.bshd),
                              make_tensor(o.p, s.heads_q, s.seq_q, D, s.bshd),
                              lse.p,
+                             fwd_work_counters(),
                              shape,
                              mask.view};
   tilejit::testing::AttentionRefShape rs{
@@ -207,7 +209,16 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
   check_forward("portable", [&] { Launch<Prog, T, D>::fwd(fp, dev_args); });
   if (g_sm90) {
     const tjk::AttnFwdTmaMaps maps = tensor_maps(fp, D, !std::is_same<T, tjk::bf16>::value);
+    // Both schedules (FwdWorkItem): one item at a time from the counters, and fixed shares.
+    tjk::AttentionFwdParams fixed = fp;
+    fixed.work = nullptr;
     check_forward("sm90", [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); });
+    check_forward("sm90, fixed shares",
+                  [&] { Launch<Prog, T, D>::fwd_sm90(fixed, dev_args, maps); });
+    int work[2] = {-1, -1};
+    CUDA_CHECK(cudaMemcpy(work, fwd_work_counters(), sizeof work, cudaMemcpyDeviceToHost));
+    std::printf("  %-22s %d %d\n", "work counters after", work[0], work[1]);
+    if (work[0] != 0 || work[1] != 0) ++g_failures;
   }
 
   auto bref =
@@ -224,6 +235,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              make_tensor(dv.p, s.heads_kv, s.seq_kv, D, s.bshd),
                              lse.p,
                              delta.p,
+                             lse2.p,
                              dq_accum.p,
                              shape,
                              mask.view};
@@ -233,7 +245,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     std::vector<uint16_t> first[3];
     for (int mode = 0; mode < 3; ++mode) {
       bool det = mode > 0;
-      dq.poison(), dk.poison(), dv.poison(), delta.poison(), dq_accum.poison();
+      dq.poison(), dk.poison(), dv.poison(), delta.poison(), lse2.poison(), dq_accum.poison();
       launch(det);
       CUDA_CHECK(cudaDeviceSynchronize());
       if (mode == 2) {
@@ -334,7 +346,7 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
   DevMask mask(cm.mask);
   size_t qn = size_t(B) * Hq * S * D, kn = size_t(B) * Hkv * S * D, rows = size_t(B) * Hq * S;
   DevBuf<uint16_t> q(qn), k(kn), v(kn), o(qn), d_o(qn), dq(qn), dk(kn), dv(kn);
-  DevBuf<float> lse(rows), delta(rows), dq_accum(qn);
+  DevBuf<float> lse(rows), delta(rows), lse2(rows), dq_accum(qn);
   bool is_bf16 = std::is_same<T, tjk::bf16>::value;
   unsigned seed = 1;
   for (auto* buf : {&q, &k, &v, &d_o})
@@ -345,6 +357,7 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                              make_tensor(v.p, Hkv, S, D, false),
                              make_tensor(o.p, Hq, S, D, false),
                              lse.p,
+                             fwd_work_counters(),
                              shape,
                              mask.view};
   tjk::AttentionBwdParams bp{fp.q,
@@ -357,6 +370,7 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                              make_tensor(dv.p, Hkv, S, D, false),
                              lse.p,
                              delta.p,
+                             lse2.p,
                              dq_accum.p,
                              shape,
                              mask.view};
@@ -416,11 +430,13 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
 int main(int argc, char** argv) {
   using namespace attn_test;
   std::string outdir;
-  bool perf = true;
+  bool perf = true, check = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--no-perf")
       perf = false;
+    else if (a == "--perf-only")
+      check = false;
     else
       outdir = a;
   }
@@ -438,25 +454,27 @@ int main(int argc, char** argv) {
   env.window = 300;
   using tjk::bf16;
   using tjk::f16;
-  check_case<FullProgram, bf16, 128>({1, 4, 1, 1000, 777, false}, env, rng);
-  check_case<CausalProgram, bf16, 128>({2, 2, 2, 777, 1000, true}, env, rng);
-  check_case<CausalProgram, bf16, 64>({1, 4, 1, 1000, 1000, false}, env, rng);
-  check_case<CausalProgram, f16, 64>({1, 4, 2, 1000, 777, true}, env, rng);
-  check_case<WindowProgram, bf16, 128>({1, 2, 2, 1000, 1000, false}, env, rng);
-  check_case<DocProgram, bf16, 128>({2, 2, 1, 700, 700, true}, env, rng);
-  check_case<DocProgram, f16, 128>({2, 2, 2, 640, 513, false}, env, rng);
-  check_case<AlibiProgram, bf16, 128>({1, 4, 2, 1000, 777, false}, env, rng);
-  check_case<SoftcapProgram, bf16, 128>({1, 4, 1, 1000, 777, true}, env, rng);
-  check_case<SoftcapProgram, f16, 64>({1, 2, 2, 513, 1000, false}, env, rng);
-  check_case<MaskedRowsProgram, bf16, 128>({1, 2, 1, 1000, 777, false}, env, rng);
-  check_case<MaskedRowsProgram, f16, 64>({2, 2, 2, 1000, 777, true}, env, rng);
-  // Shapes that stress the sm90 kv steps: fewer keys than one tile, one key, a window whose
-  // runs end on odd tiles (one-tile steps), D = 64 with GQA.
-  check_case<CausalProgram, bf16, 128>({1, 2, 1, 130, 50, false}, env, rng);
-  check_case<FullProgram, f16, 128>({2, 2, 2, 77, 1, true}, env, rng);
-  env.window = 100;
-  check_case<WindowProgram, bf16, 64>({1, 4, 2, 700, 700, true}, env, rng);
-  env.window = 300;
+  if (check) {
+    check_case<FullProgram, bf16, 128>({1, 4, 1, 1000, 777, false}, env, rng);
+    check_case<CausalProgram, bf16, 128>({2, 2, 2, 777, 1000, true}, env, rng);
+    check_case<CausalProgram, bf16, 64>({1, 4, 1, 1000, 1000, false}, env, rng);
+    check_case<CausalProgram, f16, 64>({1, 4, 2, 1000, 777, true}, env, rng);
+    check_case<WindowProgram, bf16, 128>({1, 2, 2, 1000, 1000, false}, env, rng);
+    check_case<DocProgram, bf16, 128>({2, 2, 1, 700, 700, true}, env, rng);
+    check_case<DocProgram, f16, 128>({2, 2, 2, 640, 513, false}, env, rng);
+    check_case<AlibiProgram, bf16, 128>({1, 4, 2, 1000, 777, false}, env, rng);
+    check_case<SoftcapProgram, bf16, 128>({1, 4, 1, 1000, 777, true}, env, rng);
+    check_case<SoftcapProgram, f16, 64>({1, 2, 2, 513, 1000, false}, env, rng);
+    check_case<MaskedRowsProgram, bf16, 128>({1, 2, 1, 1000, 777, false}, env, rng);
+    check_case<MaskedRowsProgram, f16, 64>({2, 2, 2, 1000, 777, true}, env, rng);
+    // Shapes that stress the sm90 kv steps: fewer keys than one tile, one key, a window whose
+    // runs end on odd tiles (one-tile steps), D = 64 with GQA.
+    check_case<CausalProgram, bf16, 128>({1, 2, 1, 130, 50, false}, env, rng);
+    check_case<FullProgram, f16, 128>({2, 2, 2, 77, 1, true}, env, rng);
+    env.window = 100;
+    check_case<WindowProgram, bf16, 64>({1, 4, 2, 700, 700, true}, env, rng);
+    env.window = 300;
+  }
   double check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("correctness: %d failures (%.1f s)\n", g_failures, check_s);
 

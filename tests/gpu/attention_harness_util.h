@@ -283,6 +283,18 @@ inline bool sm90_forward_available() {
   return has.download()[0] == 1;
 }
 
+// The Hopper forward's two work-item counters (AttentionFwdParams::work): zeroed once, and left
+// zero by every launch, which the harness checks after each one it checks.
+inline int* fwd_work_counters() {
+  static int* counters = [] {
+    int* c = nullptr;
+    CUDA_CHECK(cudaMalloc(&c, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(c, 0, 2 * sizeof(int)));
+    return c;
+  }();
+  return counters;
+}
+
 // Launches of the portable kernels and the sm_90a kernels for one (program, dtype, head dim).
 template <class Prog, class T, int D>
 struct Launch {
@@ -298,7 +310,8 @@ struct Launch {
     CUDA_CHECK(cudaGetLastError());
   }
 
-  // The Hopper forward: same params and hooks, plus the Q, K, V tensor maps.
+  // The Hopper forward: same params and hooks, plus the Q, K, V tensor maps; p.work as
+  // fwd_work_counters() gives it.
   static void fwd_sm90(const tjk::AttentionFwdParams& p, const Args& a,
                        const tjk::AttnFwdTmaMaps& maps) {
     auto kernel = tjk::attention_fwd_sm90_kernel<Prog, Args, T, D>;

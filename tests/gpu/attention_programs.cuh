@@ -22,6 +22,7 @@ struct NoArgs {
 template <class Args>
 struct IdentityScore {
   static constexpr bool kScoreIsIdentity = true;
+  static constexpr bool kGradReadsScore = false;  // as the generator marks it
   __device__ static float score_mod(const Args&, float s, int, int, int, int) { return s; }
   __device__ static float score_grad(const Args&, float, int, int, int, int) { return 1.f; }
   static double ref_score(const Args&, double s, int, int, int, int) { return s; }
@@ -77,7 +78,7 @@ struct AlibiArgs {
 struct AlibiProgram {
   using Args = AlibiArgs;
   static constexpr const char* kName = "alibi";
-  static constexpr bool kMaskIsTrue = false, kScoreIsIdentity = false;
+  static constexpr bool kMaskIsTrue = false, kScoreIsIdentity = false, kGradReadsScore = false;
   __host__ __device__ static bool mask_mod(const Args&, int, int, int q, int kv) { return q >= kv; }
   __device__ static float score_mod(const Args& a, float s, int, int h, int q, int kv) {
     return s + exp2f(-8.f * (h + 1) / a.heads) * static_cast<float>(kv - q);

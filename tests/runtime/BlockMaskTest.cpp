@@ -1,6 +1,7 @@
 // BlockMask: the run format against brute force on random tile classes, for every builder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "runtime/BlockMask.h"
@@ -92,6 +93,56 @@ TEST(BlockMask, EveryBuilderMatchesBruteForceOnRandomClasses) {
                   TileRun::make(kt, 1, c == TileClass::Full));
     expect_matches(BlockMask::from_rows(r.shape, rows), r);
   }
+}
+
+// tiles_rise_with_q against its definition, on random classes, and on the masks it is for.
+TEST(BlockMask, TilesRiseWithQ) {
+  std::mt19937_64 rng(std::random_device{}());
+  int rising = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    RandomClasses r = random_classes(rng);
+    if (iter % 2)  // attended tiles as a prefix of random length that may or may not rise
+      for (int b = 0; b < r.shape.batch; ++b)
+        for (int h = 0; h < r.shape.heads; ++h)
+          for (int qt = 0, n = 0; qt < r.q_tiles; ++qt) {
+            n = std::min<int>(r.kv_tiles, n + int(rng() % 3) - (rng() % 8 == 0));
+            for (int kt = 0; kt < r.kv_tiles; ++kt)
+              r.classes[((size_t(b) * r.shape.heads + h) * r.q_tiles + qt) * r.kv_tiles + kt] =
+                  kt < n ? TileClass::Full : TileClass::Empty;
+          }
+    std::vector<int> least(r.q_tiles, 1 << 30), most(r.q_tiles, 0);
+    for (int b = 0; b < r.shape.batch; ++b)
+      for (int h = 0; h < r.shape.heads; ++h)
+        for (int qt = 0; qt < r.q_tiles; ++qt) {
+          int n = 0;
+          for (int kt = 0; kt < r.kv_tiles; ++kt) n += r.at(b, h, qt, kt) != TileClass::Empty;
+          least[qt] = std::min(least[qt], n), most[qt] = std::max(most[qt], n);
+        }
+    bool expect = true;
+    for (int qt = 1; qt < r.q_tiles; ++qt) expect = expect && least[qt] >= most[qt - 1];
+    rising += expect;
+    EXPECT_EQ(BlockMask::from_tile_classes(r.shape, r.classes).tiles_rise_with_q(), expect)
+        << "iteration " << iter;
+  }
+  EXPECT_GT(rising, 30);
+  EXPECT_LT(rising, 270);
+
+  BlockMaskShape s;
+  s.seq_q = s.seq_kv = 1000, s.block_q = 128, s.block_kv = 64;
+  auto attended = [](bool any, bool all) {
+    return all ? TileClass::Full : any ? TileClass::Partial : TileClass::Empty;
+  };
+  auto causal = [&](int, int, int qt, int kt) {
+    return attended(kt * 64 <= qt * 128 + 127, kt * 64 + 63 <= qt * 128);
+  };
+  EXPECT_TRUE(BlockMask::from_classifier(s, causal).tiles_rise_with_q());
+  // Two documents, [0, 600) and [600, 1000), causal within each: q tile 5 (640..767) attends
+  // fewer tiles than q tile 4 (512..639).
+  auto documents = [&](int b, int h, int qt, int kt) {
+    if (kt * 64 >= 600 || qt * 128 + 127 < 600) return causal(b, h, qt, kt);
+    return qt * 128 >= 600 ? TileClass::Empty : causal(b, h, qt, kt);
+  };
+  EXPECT_FALSE(BlockMask::from_classifier(s, documents).tiles_rise_with_q());
 }
 
 TEST(BlockMask, FromDenseClassifiesEachTile) {
