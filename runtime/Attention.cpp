@@ -256,6 +256,19 @@ int* work_counters(DeviceState& state, CUcontext context, CUstream stream) {
   return static_cast<int*>(buf.data());
 }
 
+// Whether the Hopper forward takes its work items from the counter: DeviceMask::fixed_shares
+// decides, unless TILEJIT_ATTENTION_SCHEDULE says 'counter' or 'fixed' (for measuring both).
+bool forward_schedule_counter(const DeviceMask& mask) {
+  static const std::string chosen = [] {
+    const char* env = std::getenv("TILEJIT_ATTENTION_SCHEDULE");
+    return std::string(env ? env : "");
+  }();
+  TILEJIT_USER_CHECK(chosen.empty() || chosen == "counter" || chosen == "fixed",
+                     "TILEJIT_ATTENTION_SCHEDULE must be 'counter' or 'fixed', got '{}'", chosen);
+  if (chosen.empty()) return !mask.fixed_shares;
+  return chosen == "counter";
+}
+
 AttnTensorArg tensor_arg(const TensorView& t) {
   return {t.data, t.strides[0], t.strides[1], t.strides[2]};
 }
@@ -394,12 +407,13 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
   const DeviceMask& mask = device_mask(state, context, stream, block_mask);
+  const bool counter = sm90 && forward_schedule_counter(mask);
   FwdParams params{tensor_arg(q),
                    tensor_arg(k),
                    tensor_arg(v),
                    tensor_arg(out),
                    static_cast<float*>(lse.data),
-                   sm90 && !mask.fixed_shares ? work_counters(state, context, stream) : nullptr,
+                   counter ? work_counters(state, context, stream) : nullptr,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    mask.view};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
