@@ -33,14 +33,15 @@
 //     its dQ product of that step and before rewriting the buffer (kBwdReadyBarrier,
 //     kBwdReadBarrier), so one's element pass can run under the other's products; consumer 1
 //     starts after consumer 0's first dS^T store. The consumer stores its block into its own
-//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes), its 128 threads
-//     meet at a named barrier, and one of them adds the buffer into dq_accum with two TMA
-//     reductions (cp.reduce.async.bulk.tensor add.f32, done in L2), which dq_convert scales
-//     afterwards. Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on
-//     causal 8k: the L2 took 8192 of them per step per CTA. That thread waits for the
-//     reduction to have read the buffer (cp.async.bulk.wait_group.read) before the ready
-//     barrier its consumer passes before rewriting it. Deterministic mode (kAtomicDq = false)
-//     stops after dK and dV, and attention_bwd_dq_kernel computes dQ without atomics.
+//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes); each warp, once its
+//     lanes have stored and fenced its 16 rows (__syncwarp, no barrier across the warpgroup),
+//     adds them into dq_accum with two TMA reductions from its lane 0
+//     (cp.reduce.async.bulk.tensor add.f32, done in L2), which dq_convert scales afterwards.
+//     Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the
+//     L2 took 8192 of them per step per CTA. Each lane 0 waits for its reductions to have read
+//     the buffer (cp.async.bulk.wait_group.read) before the ready barrier its consumer passes
+//     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
+//     attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
 // A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
 // dS buffer), and waits for its dQ product under the next step's S^T. Where score_grad does not
@@ -61,12 +62,13 @@
 //       dQ: A = dS^T read as [q x kv], i.e. MN-major (imm-trans-a); B = a 64-column block of K as
 //           [kv x d], N-major (imm-trans-b). dS^T is written with the same swizzle: 128 kv rows
 //           of 64 q.
-//   - dS^T written with st.shared is read by wgmma through the async proxy, the dQ buffers by
+//   - dS^T written with stmatrix is read by wgmma through the async proxy, the dQ buffers by
 //     the TMA reductions: each writer fences (fence.proxy.async.shared::cta) before the named
-//     barrier the readers (or the issuing thread) pass.
+//     barrier the readers pass (or the __syncwarp its warp's issuing lane passes).
 //   - dQ buffers: per 32-column box, 64 rows of 128 B, 1024-B aligned, the same 16-B chunk
-//     swizzle; the tensor map (runtime/AttentionTma.h) is 4-D over (d, s, h, b) of the packed
-//     fp32 accumulator, so rows past Sq fall outside it.
+//     swizzle, so each warp's 16 rows are a 1024-B aligned 16-row box; the tensor map
+//     (runtime/AttentionTma.h) is 4-D over (d, s, h, b) of the packed fp32 accumulator, in
+//     32 x 16 boxes, so rows past Sq fall outside it.
 //   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes; full[s] as
 //     above (33 arrivals + bytes); empty[s] 256 arrivals. Pass n over the ring waits for parity
 //     n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a fresh barrier reports parity 1 complete).
@@ -138,21 +140,19 @@ __device__ __forceinline__ void attn_bwd_sm90_dq(float (&acc)[8][4], unsigned ds
 }
 
 // Stores the consumer's dS^T fragments (rows 64 cw + 16 warp + g (+ 8), q columns) into the
-// swizzled dS^T buffer `ds` (generic pointer into shared memory).
+// swizzled dS^T buffer at shared address `ds`: per k16 slice one stmatrix of its four 8 x 8
+// matrices (rows + 0 / + 8, columns + 0 / + 8, the order of the fragment's registers).
 template <int kK16>
-__device__ __forceinline__ void attn_bwd_sm90_store_ds(unsigned char* ds,
-                                                       const unsigned (&f)[kK16][4], int cw,
-                                                       int warp, int lane) {
+__device__ __forceinline__ void attn_bwd_sm90_store_ds(unsigned ds, const unsigned (&f)[kK16][4],
+                                                       int cw, int warp, int lane) {
+  const int j = lane >> 3;  // the matrix whose row this lane addresses
+  const int r = 64 * cw + 16 * warp + (lane & 7) + 8 * (j & 1);
 #pragma unroll
-  for (int kk = 0; kk < kK16; ++kk)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * (i & 1);
-      const int c = 16 * kk + 8 * (i >> 1) + 2 * (lane & 3);
-      const int at =
-          (c >> 6) * (128 * 128) + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) + ((c & 7) << 1);
-      *reinterpret_cast<unsigned*>(ds + at) = f[kk][i];
-    }
+  for (int kk = 0; kk < kK16; ++kk) {
+    const int c = 16 * kk + 8 * (j >> 1);
+    const unsigned at = (c >> 6) * (128 * 128) + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4);
+    stmatrix_x4(ds + at, f[kk][0], f[kk][1], f[kk][2], f[kk][3]);
+  }
 }
 
 // Stores a 64 x 64 dQ accumulator block (this thread: rows 16 warp + g (+ 8), columns 8n + 2t
@@ -173,18 +173,19 @@ __device__ __forceinline__ void attn_bwd_sm90_store_dq(unsigned char* block,
     }
 }
 
-// Adds consumer cw's dQ block (its buffer, stored and fenced by all 128 threads of the warpgroup,
-// which then met at a barrier) into dq_accum: two TMA reductions (f32 add in L2) of 32 columns,
-// at rows q0.. of q head `head` (rows past Sq are outside the map and skipped), by one thread,
-// one bulk group. The buffer may be rewritten once bulk_wait_group_read says the group was read.
+// Adds this warp's 16 rows of consumer cw's dQ block (stored and fenced by the warp's lanes, which
+// then met at __syncwarp) into dq_accum: two TMA reductions (f32 add in L2) of 16 rows by 32
+// columns, at rows q0 + 16 warp.. of q head `head` (rows past Sq are outside the map and
+// skipped), by lane 0, one bulk group. The rows may be rewritten once bulk_wait_group_read says
+// the group was read.
 template <int kHeadDim>
 __device__ __forceinline__ void attn_bwd_sm90_send_dq(const AttnBwdTmaMaps& maps, unsigned base,
-                                                      int cw, int b, int head, int q0) {
+                                                      int cw, int warp, int b, int head, int q0) {
   using L = AttnBwdSm90Layout<kHeadDim>;
-  const unsigned src = L::dq_block(base, cw);
-  const int d0 = kHeadDim == 128 ? 64 * cw : 0;
-  tma_reduce_add_4d(&maps.dq_accum, src, d0, q0, head, b);
-  tma_reduce_add_4d(&maps.dq_accum, src + L::kDqBoxBytes, d0 + 32, q0, head, b);
+  const unsigned src = L::dq_block(base, cw) + warp * L::kDqWarpBytes;
+  const int d0 = kHeadDim == 128 ? 64 * cw : 0, row = q0 + L::kDqWarpRows * warp;
+  tma_reduce_add_4d(&maps.dq_accum, src, d0, row, head, b);
+  tma_reduce_add_4d(&maps.dq_accum, src + L::kDqBoxBytes, d0 + 32, row, head, b);
   bulk_commit_group();
 }
 
@@ -266,8 +267,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   attn_bwd_sm90_zero(dk);
   attn_bwd_sm90_zero(dv);
 
-  const bool dq_sender = kAtomicDq && thread == 0;  // issues this consumer's dQ reductions
-  if (dq_sender) tma_prefetch_descriptor(&maps.dq_accum);
+  const bool dq_sender = kAtomicDq && lane == 0;  // issues its warp's dQ reductions
+  if (kAtomicDq && thread == 0) tma_prefetch_descriptor(&maps.dq_accum);
   // Each step's S^T (and, without a split pass, its dP^T) is issued at the end of the step
   // before, under that step's dQ product; once dQ has landed, its block goes to the consumer's
   // buffer and from there to dq_accum. The ring's closing record (head -1) gets the products
@@ -310,11 +311,12 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
                         base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
     wgmma_commit();
   };
+  // Each warp sends its own 16 rows: no barrier across the warpgroup.
   auto send_dq = [&](const float(&dq)[8][4], int head, int q0) {
     attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
     fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
-    named_barrier_sync(kBwdDqBarrier + cw, 128);
-    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, b, head, q0);
+    __syncwarp();
+    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, head, q0);
   };
   // Consumer 1 starts once consumer 0 has stored its first dS^T: the consumers run half a step
   // apart, one's element pass under the other's products.
@@ -414,7 +416,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
       if (step >= 2) read_other(step - 2);
       clock_of.lap(kPhaseReadOther);
-      attn_bwd_sm90_store_ds(smem + (ds_buf - base), dsf, cw, warp, lane);
+      attn_bwd_sm90_store_ds(ds_buf, dsf, cw, warp, lane);
       fence_proxy_async_shared();
       ready_mine(step);
       if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
@@ -424,8 +426,9 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_commit();
     clock_of.lap(kPhaseStoreDs);
     if (kAtomicDq && step > 0) {
-      // This consumer's dQ block of an earlier step has been read out of its buffer before its
-      // threads pass the barrier below, so the buffer is free again after it.
+      // This consumer's dQ block of an earlier step has been read out of its buffer (each warp's
+      // rows by its lane 0's reductions) before its threads pass the barrier below, so the buffer
+      // is free again after it.
       if (dq_sender) bulk_wait_group_read<0>();
       ready_other(step - 1);  // both halves of dS^T of the step before are in its buffer
     }

@@ -17,13 +17,12 @@ constexpr int kAttnBwdSm90BlockKV = 128;  // keys per CTA: two block-mask kv til
 // product of step j (one step later) and before it rewrites that buffer (two steps later). The
 // parity in the id keeps an arrival for step j + 2 from completing step j's barrier: a consumer
 // arrives for j + 2 only after a barrier the other passes after its sync for j.
-constexpr int kBwdDqBarrier = 2;        // + cw: consumer cw's dQ block is stored (2 and 3)
 constexpr int kBwdReadyBarrier = 4;     // 4 .. 7
 constexpr int kBwdReadBarrier = 8;      // 8 .. 11
 constexpr int kBwdStaggerBarrier = 12;  // consumer 1 starts after consumer 0's first dS^T
 
 // The tensor maps of Q, K, V and dO: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle;
-// and of the fp32 dQ accumulator [B, Hq, Sq, D], the same dims in 32 x 64 boxes (128 bytes of
+// and of the fp32 dQ accumulator [B, Hq, Sq, D], the same dims in 32 x 16 boxes (128 bytes of
 // 32 floats per row, 128-byte swizzle), which the dQ blocks are added into.
 struct AttnBwdTmaMaps {
   TmaDescriptor q, k, v, d_out, dq_accum;
@@ -47,6 +46,8 @@ struct AttnBwdSm90Layout {
   static constexpr int kDsBytes = kQStep / 64 * kKvColBlockBytes;  // 128 kv rows x kQStep q
   static constexpr int kDqBlockBytes = kQStep * 64 * 4;            // kQStep q x 64 d, fp32
   static constexpr int kDqBoxBytes = kQStep * 128;                 // kQStep rows of 32 floats
+  static constexpr int kDqWarpRows = 16;                           // one warp's rows of a block
+  static constexpr int kDqWarpBytes = kDqWarpRows * 128;           // of one box: 2 x 1024 B
   static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
   static constexpr int kStats0 = 512;                              // in the barrier block
   static constexpr int kProfile = 320;  // after the step records: 2 x 64 B (TJ_BWD_SM90_PROFILE)

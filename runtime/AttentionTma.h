@@ -66,7 +66,7 @@ inline TiledTensorMapArgs attention_tensor_map_args(void* data, const int64_t sh
 
 // The backward's fp32 dQ accumulator, packed [B, H, S, D] (D = 64 or 128), into which the Hopper
 // kernel adds its dQ blocks with TMA reductions: boxes of 32 floats (128 bytes, the swizzle
-// span) by 64 rows, 128-byte swizzle; rows past S are outside the tensor, so nothing is added
+// span) by 16 rows (each warp of a consumer sends its own rows), 128-byte swizzle; rows past S are outside the tensor, so nothing is added
 // there.
 inline TiledTensorMapArgs dq_accum_tensor_map_args(float* data, const int64_t shape[4]) {
   TiledTensorMapArgs a;
@@ -77,7 +77,7 @@ inline TiledTensorMapArgs dq_accum_tensor_map_args(float* data, const int64_t sh
   for (int i = 0; i < 3; ++i)
     a.strides[i] = (i == 0 ? a.dims[0] * 4 : a.strides[i - 1] * a.dims[i]);
   a.box[0] = 32;
-  a.box[1] = 64;
+  a.box[1] = 16;  // one warp's rows of a dQ block (attention_bwd_sm90.cuh)
   a.box[2] = 1;
   a.box[3] = 1;
   return a;

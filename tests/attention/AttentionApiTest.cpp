@@ -120,7 +120,7 @@ TEST(AttentionApi, TensorMapsDescribeTheOperandsAndTheDqAccumulator) {
     EXPECT_EQ(dq.strides[1], cuuint64_t(rows * D * 4));
     EXPECT_EQ(dq.strides[2], cuuint64_t(H * rows * D * 4));
     EXPECT_EQ(dq.box[0] * 4, 128u);  // one 128-byte swizzle span of floats
-    EXPECT_EQ(dq.box[1], 64u);       // a step's q rows
+    EXPECT_EQ(dq.box[1], 16u);       // one warp's q rows of a step
     EXPECT_EQ(dq.box[2], 1u);
     EXPECT_EQ(dq.box[3], 1u);
     EXPECT_EQ(dq.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
