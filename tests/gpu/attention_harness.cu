@@ -357,7 +357,8 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                              make_tensor(v.p, Hkv, S, D, false),
                              make_tensor(o.p, Hq, S, D, false),
                              lse.p,
-                             fwd_work_counters(),
+                             // the runtime's schedule (runtime/Attention.cpp)
+                             cm.mask.tiles_rise_with_q() ? nullptr : fwd_work_counters(),
                              shape,
                              mask.view};
   tjk::AttentionBwdParams bp{fp.q,
