@@ -150,8 +150,9 @@ struct DeviceMask {
   BlockMaskArg view{};
   // The Hopper forward's schedule (attention_fwd_sm90.cuh's FwdWorkItem): where the work items
   // never grow in the order it numbers them (q tiles from the last), fixed shares per CTA, which
-  // keep the CTAs reading the same K and V in step (taking items one at a time costs D 64
-  // causal 2-4%); otherwise, as with documents, one item at a time from a counter.
+  // keep the CTAs reading the same K and V in step; otherwise, as with documents, one item at a
+  // time from a counter (document forward +9-10% on the H200; on causal masks the two were level,
+  // bench/NOTES.md, sixteenth session).
   bool fixed_shares = false;
   CUstream uploaded_on = nullptr;
   CUevent ready = nullptr;
