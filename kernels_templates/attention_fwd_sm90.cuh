@@ -5,8 +5,9 @@
 // skip the mask) and the online softmax, so both paths return the same out and lse.
 //
 // Persistent CTAs: a grid of at most one CTA per SM takes the work items (q tile of 128 rows,
-// b * Hq), longest first for triangular masks (FwdWorkItem), one at a time from a counter in
-// global memory, so CTAs whose items were short take more of them; the K/V ring runs on from one
+// b * Hq), numbered longest first for triangular masks, in fixed shares, or, where the items'
+// lengths do not fall in that order (documents), one at a time from a counter in global memory,
+// so CTAs whose items were short take more of them (FwdWorkItem); the K/V ring runs on from one
 // item to the next, and the producer loads an item's Q while the consumers finish the previous
 // item (see the epilogue note at attn_sm90_consume), so no CTA start-up or epilogue sits between
 // two items' products.
