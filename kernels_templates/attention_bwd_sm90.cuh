@@ -311,12 +311,35 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
                         base + L::kK + (dq_col0 / 64) * L::kKvColBlockBytes);
     wgmma_commit();
   };
-  // Each warp sends its own 16 rows: no barrier across the warpgroup.
-  auto send_dq = [&](const float(&dq)[8][4], int head, int q0) {
+  // Each warp sends its own 16 rows: no barrier across the warpgroup. In the loop the block is
+  // stored at the end of a step and sent in the next one, after its element pass: by then the
+  // stores have drained, so the proxy fence does not hold the consumer up behind them.
+  auto stage_dq = [&](const float(&dq)[8][4]) {
     attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
+  };
+  auto flush_dq = [&](int head, int q0) {
     fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
     __syncwarp();
     if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, head, q0);
+  };
+  // The stage's record and, for a split pass, its lse pairs (this thread's q columns 8 n + col
+  // (+ 1)), read as soon as its full barrier has completed, so their latency is spent under the
+  // products and the dQ block of the step before rather than at the top of the element pass.
+  const int col = 2 * (lane & 3);
+  auto stage_stats = [&](int stage) {
+    return reinterpret_cast<const float*>(smem + L::stats(stage));
+  };
+  auto read_record = [&](int stage) {
+    return *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(stage));
+  };
+  float2 lse_c[kQN] = {};  // zeroed for nvcc's front end only
+  auto read_lse = [&](int stage) {
+    if constexpr (kSplitPass) {
+      const float* lse_s = stage_stats(stage);
+#pragma unroll
+      for (int n = 0; n < kQN; ++n)
+        lse_c[n] = *reinterpret_cast<const float2*>(lse_s + 8 * n + col);
+    }
   };
   // Consumer 1 starts once consumer 0 has stored its first dS^T: the consumers run half a step
   // apart, one's element pass under the other's products.
@@ -324,16 +347,21 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   mbar_wait(L::kv_full(base), 0);
   RingSlot slot;
   mbar_wait(L::full(base, slot.stage), slot.parity);
+  BwdSm90Step st_next = read_record(slot.stage);
+  read_lse(slot.stage);
   issue_s(slot);
   if constexpr (!kSplitPass) issue_dp(slot);
   int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
+  // The dQ block stored at the end of the step before, not yet sent, and its rows.
+  bool dq_staged = false;
+  int staged_head = 0, staged_q0 = 0;
   BwdSm90PhaseClock clock_of;
   clock_of.start(thread == 0,
                  reinterpret_cast<unsigned*>(smem + L::kProfile + 64 * cw));
   for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
-    const BwdSm90Step st = *reinterpret_cast<const BwdSm90Step*>(smem + L::step_record(slot.stage));
+    const BwdSm90Step st = st_next;
     if (st.head < 0) break;
     // A split pass reads S^T while dP^T runs: ptxas allows that only where no product is in
     // flight across the loop's back edge (otherwise it serialises every product, C7514), so the
@@ -358,13 +386,12 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     // The lse (log2 domain) and delta of this thread's q columns col0 + 8 n (+ 1). A split pass
     // reads them as pairs before the product they combine with has landed; a single pass where
     // it uses them (read ahead of it, they make D = 128 spill).
-    const float* lse_s = reinterpret_cast<const float*>(smem + L::stats(slot.stage));
-    const int col = 2 * (lane & 3);
-    float2 lse_c[kQN] = {}, delta_c[kQN] = {};  // zeroed for nvcc's front end only
-    auto read_stats = [&](float2(&to)[kQN], int at) {
+    const float* lse_s = stage_stats(slot.stage);
+    float2 delta_c[kQN] = {};  // zeroed for nvcc's front end only
+    auto read_delta = [&]() {
 #pragma unroll
       for (int n = 0; n < kQN; ++n)
-        to[n] = *reinterpret_cast<const float2*>(lse_s + at + 8 * n + col);
+        delta_c[n] = *reinterpret_cast<const float2*>(lse_s + kQ + 8 * n + col);
     };
     auto lse2 = [&](int n, int c) {
       if constexpr (kSplitPass)
@@ -388,7 +415,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     compute_parts(kp, args, b, st.head, row0, 8);
     compute_held_columns(held, args, b, st.head, st.q0, !full);
     // P^T, then dS^T: split (see kSplitPass) or in one pass once both products have landed.
-    if constexpr (kSplitPass) read_stats(lse_c, 0);
     clock_of.lap(kPhaseParts);
     if constexpr (kSplitPass) {
       wgmma_wait<1>();  // S^T has landed; dP^T may still run
@@ -403,9 +429,10 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
     wgmma_commit();
+    if (dq_staged) flush_dq(staged_head, staged_q0);
     clock_of.lap(kPhaseP);
     if constexpr (kSplitPass) {
-      read_stats(delta_c, kQ);
+      read_delta();
       wgmma_wait<1>();  // dP^T has landed; dV may still run
       pin_registers(dp);
       clock_of.lap(kPhaseWaitDp);
@@ -417,13 +444,16 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       if (step >= 2) read_other(step - 2);
       clock_of.lap(kPhaseReadOther);
       attn_bwd_sm90_store_ds(ds_buf, dsf, cw, warp, lane);
-      fence_proxy_async_shared();
-      ready_mine(step);
-      if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
     }
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);
     wgmma_commit();
+    if (kAtomicDq) {
+      // Fenced after dK's issue, so the product runs while the stores drain.
+      fence_proxy_async_shared();
+      ready_mine(step);
+      if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
+    }
     clock_of.lap(kPhaseStoreDs);
     if (kAtomicDq && step > 0) {
       // This consumer's dQ block of an earlier step has been read out of its buffer (each warp's
@@ -447,12 +477,17 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     slot.advance<L::kStages>();
     clock_of.lap(kPhaseWaitDvDk);
     mbar_wait(L::full(base, slot.stage), slot.parity);
+    st_next = read_record(slot.stage);
+    read_lse(slot.stage);
     clock_of.lap(kPhaseFull);
     issue_s(slot);
     wgmma_wait<1>();  // dQ has landed (a no-op without one): only the new S^T may run
     if (dq_here) pin_registers(dq);
     clock_of.lap(kPhaseWaitDq);
-    if (dq_here && step > 0) send_dq(dq, prev_head, prev_q0);
+    dq_staged = dq_here && step > 0;
+    if (dq_staged) stage_dq(dq);
+    staged_head = prev_head;
+    staged_q0 = prev_q0;
     if (kAtomicDq && step > 0) read_mine(step - 1);
     clock_of.lap(kPhaseSendDq);
     if constexpr (!kSplitPass)
@@ -465,7 +500,9 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   }
   clock_of.flush();
   wgmma_wait<0>();  // the closing record's products
-  // The last step's dQ block; the read barriers each consumer arrived at are met.
+  // The block stored in the last step, then the last step's dQ block; the read barriers each
+  // consumer arrived at are met.
+  if (dq_staged) flush_dq(staged_head, staged_q0);
   if (kAtomicDq && step > 0) {
     if (dq_sender) bulk_wait_group_read<0>();
     ready_other(step - 1);
@@ -473,7 +510,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       float dq[8][4];
       issue_dq(dq, step - 1);
       wgmma_wait<0>();
-      send_dq(dq, prev_head, prev_q0);
+      stage_dq(dq);
+      flush_dq(prev_head, prev_q0);
     }
     if (step >= 2) read_other(step - 2);
   }
