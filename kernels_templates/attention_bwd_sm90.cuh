@@ -33,10 +33,13 @@
 //     its dQ product of that step and before rewriting the buffer (kBwdReadyBarrier,
 //     kBwdReadBarrier), so one's element pass can run under the other's products; consumer 1
 //     starts after consumer 0's first dS^T store. The consumer stores its block into its own
-//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes); each warp, once its
-//     lanes have stored and fenced its 16 rows (__syncwarp, no barrier across the warpgroup),
-//     adds them into dq_accum with two TMA reductions from its lane 0
-//     (cp.reduce.async.bulk.tensor add.f32, done in L2), which dq_convert scales afterwards.
+//     fp32 buffer in shared memory (the layout of two 32-column TMA boxes) at the end of the
+//     step; in the next step, after the element pass, each warp, once its lanes have fenced its
+//     16 rows (__syncwarp, no barrier across the warpgroup), adds them into dq_accum with two TMA
+//     reductions from its lane 0 (cp.reduce.async.bulk.tensor add.f32, done in L2), which
+//     dq_convert scales afterwards. By then the stores have drained, so the proxy fence costs
+//     little; fenced right after the stores it held the consumer up behind them (ncu: 8% of the
+//     warps' stall samples).
 //     Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the
 //     L2 took 8192 of them per step per CTA. Each lane 0 waits for its reductions to have read
 //     the buffer (cp.async.bulk.wait_group.read) before the ready barrier its consumer passes
@@ -44,7 +47,10 @@
 //     attention_bwd_dq_kernel computes dQ without atomics.
 //   Epilogue: dK * scale and dV from the accumulators straight to global memory.
 // A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
-// dS buffer), and waits for its dQ product under the next step's S^T. Where score_grad does not
+// dS buffer), and waits for its dQ product under the next step's S^T. It reads the next step's
+// record and (split pass) lse pairs as soon as that stage's full barrier completes, and fences
+// its dS^T stores after dK's issue: loaded at the top of the step, or fenced before the issue,
+// their latency behind the products' shared-memory traffic sat on the step's path. Where score_grad does not
 // read score the element pass is split: P^T once S^T has landed, dV issued, then dS^T once dP^T
 // has landed (dP^T is then issued at the top of its step, so that no product is in flight across
 // the loop's back edge: ptxas serialises the products otherwise).
@@ -85,9 +91,9 @@
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
-// no spills in the step loop, except prefix_lm's at D = 128 (28 bytes: loop-invariant values
-// reloaded once a step; its mask's parts are the largest) and doc_softcap's deterministic kernel
-// at D = 128 (4 bytes, reloaded outside the loop). (A dQ writer thread on the producer warpgroup,
+// no spills in the step loop, except prefix_lm's at D = 128 (a stack frame of 8 bytes, 16 in
+// the deterministic kernel: loop-invariant values reloaded once a step; its mask's parts are the
+// largest). (A dQ writer thread on the producer warpgroup,
 // FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
 // at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
