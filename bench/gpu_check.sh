@@ -247,7 +247,8 @@ if has sass && [ -x $bdir/tools/tilejit ]; then
   grep -E "program|fwd_sm90|bwd_sm90_bf16" "$out/sass.txt" | head -40
 fi
 # profile: ncu on one kernel per entry of PROFILE="name|bench args|kernel regex;..." (default:
-# the Hopper attention forward and backward of a few masks at 8k), full set, details as text.
+# the Hopper attention forward and backward of a few masks at 8k), full set, details as text,
+# and the stall samples per SASS instruction summed by bench/sass_stalls.py.
 if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
   shape="--shapes 2,16,8192,128,16 --reps 1 --no-scaling"
   default="causal_fwd|--masks causal $shape|fwd_sm90;causal_bwd|--masks causal $shape|bwd_sm90"
@@ -260,12 +261,17 @@ if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
   for e in "${entries[@]}"; do
     IFS='|' read -r name args regex harness skip count <<<"$e"
     TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout ${PROFILE_TIMEOUT:-150} ncu --set full \
-      -k "regex:$regex" --launch-skip "${skip:-2}" --launch-count "${count:-1}" \
+      --import-source yes -k "regex:$regex" --launch-skip "${skip:-2}" --launch-count "${count:-1}" \
       -o "$out/prof_$name" -f \
       $bdir/bench/${harness:-attention_gpu_bench} $args >"$out/prof_$name.log" 2>&1
     note "profile $name: rc=$?"
     ncu --import "$out/prof_$name.ncu-rep" --page details >"$out/prof_$name.txt" 2>&1
     ncu --import "$out/prof_$name.ncu-rep" --page raw >"$out/prof_$name.raw.txt" 2>&1
+    # stall samples per SASS instruction (bench/sass_stalls.py: per opcode, reason, hot spot)
+    ncu --import "$out/prof_$name.ncu-rep" --page source --csv --print-source sass \
+      >"$out/prof_$name.sass.csv" 2>&1
+    python3 bench/sass_stalls.py "$out/prof_$name.sass.csv" 30 >"$out/prof_$name.stalls.txt" 2>&1
+    grep -E "^by reason" "$out/prof_$name.stalls.txt" | sed "s/^/  /" | tee -a "$summary"
     grep -E "sm__(inst_executed_pipe|pipe)_[a-z_]*(tensor|gmma|xu|fma|alu|lsu)[a-z_]*\.avg\.pct_of_peak_sustained_active " \
       "$out/prof_$name.raw.txt" | awk '$NF+0 > 5 {print "  " $1, $NF}' | tee -a "$summary"
     grep -E "^ +(Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Issue Slots Busy|Executed Ipc Active|Achieved Occupancy|No Eligible) " \
