@@ -50,10 +50,10 @@
 // dS buffer), and waits for its dQ product under the next step's S^T. It reads the next step's
 // record and (split pass) lse pairs as soon as that stage's full barrier completes, and fences
 // its dS^T stores after dK's issue: loaded at the top of the step, or fenced before the issue,
-// their latency behind the products' shared-memory traffic sat on the step's path. Where score_grad does not
-// read score the element pass is split: P^T once S^T has landed, dV issued, then dS^T once dP^T
-// has landed (dP^T is then issued at the top of its step, so that no product is in flight across
-// the loop's back edge: ptxas serialises the products otherwise).
+// their latency behind the products' shared-memory traffic sat on the step's path. Where
+// score_grad does not read score the element pass is split: P^T once S^T has landed, dV issued,
+// then dS^T once dP^T has landed (dP^T is then issued at the top of its step, so that no product
+// is in flight across the loop's back edge: ptxas serialises the products otherwise).
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S^T, dP^T, dK,
@@ -93,8 +93,8 @@
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
 // no spills in the step loop, except prefix_lm's at D = 128 (a stack frame of 8 bytes, 16 in
 // the deterministic kernel: loop-invariant values reloaded once a step; its mask's parts are the
-// largest). (A dQ writer thread on the producer warpgroup,
-// FA3's arrangement, made the producer spill at 24 registers; the consumers spill at 232.) Dynamic
+// largest). (A dQ writer thread on the producer warpgroup, FA3's arrangement, made the producer
+// spill at 24 registers; the consumers spill at 232.) Dynamic
 // shared memory 232448 B at D = 128 (3 stages: all 227 KiB, alignment slack included), 167936 B
 // at D = 64 (4 stages). HGMMA per step: 32 at D = 128 (24 deterministic), 24 at D = 64 (16
 // deterministic).

@@ -75,9 +75,6 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
-// Makes this thread's ordinary shared-memory writes visible to the async proxy, which is how
-// wgmma reads its shared-memory operands (PTX ISA 9.7.13.4 fence.proxy.async): between writing
-// a tile with st.shared and the barrier after which a wgmma reads it.
 // Four 8 x 8 matrices of 16-bit elements to shared memory (stmatrix, sm_90): lane 8j + i gives
 // the address of row i of matrix j (16 contiguous bytes); register j of lane 4r + c holds
 // elements 2c, 2c + 1 of row r of matrix j, the layout of an mma / wgmma accumulator's pairs.
@@ -88,6 +85,9 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
                : "memory");
 }
 
+// Makes this thread's ordinary shared-memory writes visible to the async proxy, which is how
+// wgmma reads its shared-memory operands (PTX ISA 9.7.13.4 fence.proxy.async): between writing
+// a tile with st.shared and the barrier after which a wgmma reads it.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
