@@ -386,6 +386,10 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     for (int c = 0; c < 4; ++c) s[0][n][c] = 0.f;
   OnlineSoftmax<1> sm;
   sm.init();
+  // Where score_mod keeps the multi-function pipe busy per element (a soft-cap's tanh beside the
+  // softmax's ex2: two of its operations per element, at 16 per clock, about the tensor pipe's
+  // time for the step's two products), a quarter of the exponentials go to the FMA pipe.
+  constexpr int kFmaExp2Tiles = ScoreUsesXu<Prog>::value ? 4 : 0;
 
   // The hooks' parts (hook_parts.cuh): the rows' once per item; a step's columns' before its S
   // lands, so their loads (a document id per column) overlap the product -- the mask's only
@@ -436,7 +440,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     else
       logits_from_parts<Prog, Args, true, true, false>(s, args, step_shape, scale_log2, b, h,
                                                        row0, col0, rp, all);
-    return sm.template update<16, true>(s, alpha, s_scale);
+    return sm.template update<16, true, kFmaExp2Tiles>(s, alpha, s_scale);
   };
 
   mbar_wait(L::q_full(base), nth & 1);

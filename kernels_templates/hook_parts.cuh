@@ -67,6 +67,12 @@ TJ_DECLARED_FLAG(ScoreLog2Declared, kScoreLog2, false);
 // the logit is computed in the written order, elsewhere the folded logit is cheaper.
 TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 
+// Whether score_mod evaluates, per element, an operation on the pipe ex2 runs on (tanh, exp, log,
+// rsqrt, sqrt, a division, of something that reads score: marked `kScoreUsesXu`). Such a forward
+// element pass is bound by that pipe, so its softmax moves a share of its exponentials to the
+// FMA pipe (fma_exp2).
+TJ_DECLARED_FLAG(ScoreUsesXu, kScoreUsesXu, false);
+
 // Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
 // score_grad at one point, their shared nodes computed once, compiler/codegen/ScoreLog2Writer.h).
 TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);

@@ -121,10 +121,14 @@ struct OnlineSoftmax {
   // than kLazyRescaleLog2 (a warp-uniform decision, returned: false means alpha is 1 for every row
   // the warp holds, so the caller may leave O alone). The probabilities are then at most
   // 2^kLazyRescaleLog2 rather than 1; O / l and lse = m + log2(l) are unchanged.
+  // kFmaExp2: of every kN n8 tiles of probabilities, how many get fma_exp2 rather than ex2 (one in
+  // kN / kFmaExp2, spread through the row so both pipes work side by side).
   static constexpr float kLazyRescaleLog2 = 8.f;
-  template <int kN, bool kLazy = false>
+  template <int kN, bool kLazy = false, int kFmaExp2 = 0>
   __device__ __forceinline__ bool update(float (&s)[kM][kN][4], float (&alpha)[2 * kM],
                                          float s_scale = 1.f) {
+    static_assert(kFmaExp2 >= 0 && kFmaExp2 <= kN && (kFmaExp2 == 0 || kN % kFmaExp2 == 0));
+    constexpr int kFmaEvery = kFmaExp2 > 0 ? kN / kFmaExp2 : 1;
     float mx[2 * kM];
     bool grow = false;
 #pragma unroll
@@ -159,7 +163,11 @@ struct OnlineSoftmax {
         for (int n = 0; n < kN; ++n)
 #pragma unroll
           for (int c = 2 * half; c < 2 * half + 2; ++c) {
-            s[mi][n][c] = fast_exp2(fmaf(s[mi][n][c], s_scale, neg_ref));
+            const float x = fmaf(s[mi][n][c], s_scale, neg_ref);
+            if (kFmaExp2 > 0 && n % kFmaEvery == kFmaEvery - 1)
+              s[mi][n][c] = fma_exp2(x);
+            else
+              s[mi][n][c] = fast_exp2(x);
             sum += s[mi][n][c];
           }
         l[i] = rescale ? l[i] * alpha[i] + sum : l[i] + sum;

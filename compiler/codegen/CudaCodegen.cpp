@@ -229,6 +229,22 @@ std::string flag(std::string_view name, bool value) {
   return fmt::format("  static constexpr bool {} = {};\n", name, value ? "true" : "false");
 }
 
+// Whether a per-element operation of score_mod runs on the GPU's multi-function pipe (the one
+// ex2.approx uses): a transcendental or a division whose operand reads score.
+bool score_uses_xu(const Expr& score) {
+  bool uses = false;
+  ir::visit_post_order(score, [&](const Expr& e) {
+    switch (e.op()) {
+      case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Tanh: case Op::Sqrt:
+      case Op::Rsqrt: break;
+      case Op::Div: if (e.type() == Type::F32) break; return;
+      default: return;
+    }
+    uses = uses || ir::uses_var(e, var::score);
+  });
+  return uses;
+}
+
 int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
@@ -299,6 +315,7 @@ std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
   const bool score_is_identity = is_score_var(prog.score);
   s += flag("kScoreIsIdentity", score_is_identity);
   s += flag("kMaskReadsBuffers", ir::reads_buffers(prog.mask));
+  s += flag("kScoreUsesXu", score_uses_xu(prog.score));
   s += '\n';
   write_attention_hook(s, {"mask", "bool", "mask_mod", index_params, "b, h, q, kv"}, "Mask", "mask",
                        prog.mask, file, members, positions_bounded);

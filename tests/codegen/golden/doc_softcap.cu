@@ -14,6 +14,7 @@ struct TjProgram {
   static constexpr bool kMaskIsTrue = false;
   static constexpr bool kScoreIsIdentity = false;
   static constexpr bool kMaskReadsBuffers = true;
+  static constexpr bool kScoreUsesXu = true;
 
   // mask = doc[b, q] == doc[b, kv] && q >= kv
   struct MaskQ {
@@ -129,7 +130,7 @@ struct TjProgram {
     return (t0 * (a.cap * 1.4426950408889634f));  // log2e = 1.4426950408889634
   }
 };
-#line 133 "tj_dense_mask_a8625f351c612232.cu"
+#line 134 "tj_dense_mask_a8625f351c612232.cu"
 
 extern "C" __global__ void tj_dense_mask_a8625f351c612232(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

@@ -12,6 +12,7 @@ struct TjProgram {
   static constexpr bool kMaskIsTrue = true;
   static constexpr bool kScoreIsIdentity = true;
   static constexpr bool kMaskReadsBuffers = false;
+  static constexpr bool kScoreUsesXu = false;
 
   // mask = true
   struct MaskQ {
@@ -71,7 +72,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 75 "tj_dense_mask_a62343c0560999d4.cu"
+#line 76 "tj_dense_mask_a62343c0560999d4.cu"
 
 extern "C" __global__ void tj_dense_mask_a62343c0560999d4(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {

@@ -16,6 +16,7 @@ struct TjProgram {
   static constexpr bool kMaskIsTrue = false;
   static constexpr bool kScoreIsIdentity = false;
   static constexpr bool kMaskReadsBuffers = true;
+  static constexpr bool kScoreUsesXu = false;
 
   // mask = select(q < n, doc[b, q] == doc[b, kv], kv - q <= 0 && kv - q > -1024)
   struct MaskQ {
@@ -161,7 +162,7 @@ struct TjProgram {
     return score_grad(a, grad_q(a, b, h, q), grad_kv(a, b, h, kv), score, b, h, q, kv);
   }
 };
-#line 165 "tj_dense_mask_91534322ff19c60c.cu"
+#line 166 "tj_dense_mask_91534322ff19c60c.cu"
 
 extern "C" __global__ void tj_dense_mask_91534322ff19c60c(const __grid_constant__ DenseMaskParams p,
     const __grid_constant__ TjArgs a) {
