@@ -320,7 +320,15 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // Each warp sends its own 16 rows: no barrier across the warpgroup. In the loop the block is
   // stored at the end of a step and sent in the next one, after its element pass: by then the
   // stores have drained, so the proxy fence does not hold the consumer up behind them.
+  // A single pass sends the block after the fence that follows dK's issue (one fence per step for
+  // dS^T and dQ), so each warp waits for its reductions to have read its rows only here, just
+  // before it rewrites them, rather than right after sending them.
+  constexpr bool kSendAfterDsFence = !kSplitPass;
   auto stage_dq = [&](const float(&dq)[8][4]) {
+    if constexpr (kSendAfterDsFence) {
+      if (dq_sender) bulk_wait_group_read<0>();
+      __syncwarp();
+    }
     attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
   };
   auto flush_dq = [&](int head, int q0) {
@@ -435,7 +443,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dv, pf, do_tile);
     wgmma_commit();
-    if (dq_staged) flush_dq(staged_head, staged_q0);
+    if (!kSendAfterDsFence && dq_staged) flush_dq(staged_head, staged_q0);
     clock_of.lap(kPhaseP);
     if constexpr (kSplitPass) {
       read_delta();
@@ -459,13 +467,18 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       fence_proxy_async_shared();
       ready_mine(step);
       if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
+      if (kSendAfterDsFence && dq_staged) {
+        __syncwarp();
+        if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, staged_head,
+                                                       staged_q0);
+      }
     }
     clock_of.lap(kPhaseStoreDs);
     if (kAtomicDq && step > 0) {
-      // This consumer's dQ block of an earlier step has been read out of its buffer (each warp's
-      // rows by its lane 0's reductions) before its threads pass the barrier below, so the buffer
-      // is free again after it.
-      if (dq_sender) bulk_wait_group_read<0>();
+      // A split pass: this consumer's dQ block of an earlier step has been read out of its
+      // buffer (each warp's rows by its lane 0's reductions) before its threads pass the barrier
+      // below, so the buffer is free again after it (a single pass waits in stage_dq).
+      if (!kSendAfterDsFence && dq_sender) bulk_wait_group_read<0>();
       ready_other(step - 1);  // both halves of dS^T of the step before are in its buffer
     }
     clock_of.lap(kPhaseReadyOther);
