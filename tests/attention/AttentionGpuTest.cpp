@@ -319,15 +319,20 @@ TEST_F(AttentionGpu, EdgeShapes) {
 // The forward's softmax moves a warp's reference only when a row's maximum grows by more than
 // 2^8 (OnlineSoftmax's lazy rescale): a bias rising along kv makes it move at most steps, one
 // falling along kv never after the first, a steep one in the middle of the row once late; rows
-// long enough for many 128-column steps. A negative scale takes the forward off the raw-product
-// exponent (which needs scale > 0) on an identity score_mod.
+// long enough for many 128-column steps; a soft-capped one whose first rows are empty. A negative
+// scale takes the forward off the raw-product exponent (which needs scale > 0) on an identity
+// score_mod.
 TEST_F(AttentionGpu, RescaleAcrossSteps) {
   const Shape shapes[] = {{1, 2, 1, 300, 1100, 128, DType::BF16, false},
                           {1, 2, 2, 1100, 1100, 64, DType::F16, true}};
   const char* programs[] = {
       "attention rising { score = score + f32(kv) * 0.03 }",
       "attention falling { mask = q >= kv\n score = score - f32(kv) * 0.03 }",
-      "attention step { score = score + select(kv >= 600, 12.0, 0.0) }"};
+      "attention step { score = score + select(kv >= 600, 12.0, 0.0) }",
+      // score_mod with a tanh per element: a share of the forward's exponentials on the FMA
+      // pipe (fma_exp2), which must give exact zeros for masked elements and empty rows (q < 300)
+      "attention capped_rising { mask = q >= kv + 300\n"
+      " score = 20.0 * tanh(score / 20.0) + f32(kv) * 0.03 }"};
   std::vector<Case> cases;
   uint64_t seed = 7;
   for (const char* text : programs)
