@@ -388,8 +388,9 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   sm.init();
   // Where score_mod keeps the multi-function pipe busy per element (a soft-cap's tanh beside the
   // softmax's ex2: two of its operations per element, at 16 per clock, about the tensor pipe's
-  // time for the step's two products), a quarter of the exponentials go to the FMA pipe.
-  constexpr int kFmaExp2Tiles = ScoreUsesXu<Prog>::value ? 4 : 0;
+  // time for the step's two products at D 128), a quarter of the exponentials go to the FMA
+  // pipe. At D 64 that was slower (bench/NOTES.md): there the issue slots bind first.
+  constexpr int kFmaExp2Tiles = ScoreUsesXu<Prog>::value && kHeadDim == 128 ? 4 : 0;
 
   // The hooks' parts (hook_parts.cuh): the rows' once per item; a step's columns' before its S
   // lands, so their loads (a document id per column) overlap the product -- the mask's only

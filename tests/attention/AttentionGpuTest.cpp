@@ -305,15 +305,21 @@ TEST_F(AttentionGpu, RandomPrograms) {
   EXPECT_GE(passed, 50);
 }
 
-// Shapes never recompile: one program across many shapes, bound values and masks, one kernel.
+// Shapes never recompile: a program across many shapes, bound values and masks, one kernel per
+// head dim. Two programs: the causal one's backward splits its element pass, the soft-cap's runs
+// it in one pass (its score_grad reads score), so the sanitizers run on both.
 TEST_F(AttentionGpu, EdgeShapes) {
-  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
+  const AttentionProgram programs[] = {
+      parse_attention("attention causal { mask = q >= kv }"),
+      parse_attention("attention capped { mask = q >= kv\n score = 30.0 * tanh(score / 30.0) }")};
   const Shape shapes[] = {{1, 1, 1, 1, 1, 64, DType::BF16, false},
                           {1, 2, 1, 1, 700, 128, DType::F16, true},
                           {1, 2, 2, 700, 1, 64, DType::BF16, true},
-                          {3, 2, 1, 128, 64, 128, DType::BF16, false}};
+                          {3, 2, 1, 128, 64, 128, DType::BF16, false},
+                          {1, 2, 1, 700, 700, 128, DType::BF16, true}};
   uint64_t seed = 99;
-  for (const Shape& s : shapes) EXPECT_TRUE(run_case(causal, s, seed++, true));
+  for (const AttentionProgram& p : programs)
+    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 
 // The forward's softmax moves a warp's reference only when a row's maximum grows by more than
