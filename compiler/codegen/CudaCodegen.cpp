@@ -229,22 +229,6 @@ std::string flag(std::string_view name, bool value) {
   return fmt::format("  static constexpr bool {} = {};\n", name, value ? "true" : "false");
 }
 
-// Whether a per-element operation of score_mod runs on the GPU's multi-function pipe (the one
-// ex2.approx uses): a transcendental or a division whose operand reads score.
-bool score_uses_xu(const Expr& score) {
-  bool uses = false;
-  ir::visit_post_order(score, [&](const Expr& e) {
-    switch (e.op()) {
-      case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Tanh: case Op::Sqrt:
-      case Op::Rsqrt: break;
-      case Op::Div: if (e.type() == Type::F32) break; return;
-      default: return;
-    }
-    uses = uses || ir::uses_var(e, var::score);
-  });
-  return uses;
-}
-
 int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
@@ -280,6 +264,20 @@ CudaSource assemble(std::string_view program_name, const std::string& hash, ArgL
 }
 
 }  // namespace
+
+bool score_uses_xu(const Expr& score) {
+  bool uses = false;
+  ir::visit_post_order(score, [&](const Expr& e) {
+    switch (e.op()) {
+      case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Tanh: case Op::Sqrt:
+      case Op::Rsqrt: break;
+      case Op::Div: if (e.type() == Type::F32) break; return;
+      default: return;
+    }
+    uses = uses || ir::uses_var(e, var::score);
+  });
+  return uses;
+}
 
 std::string generate_args_struct(const ArgLayout& layout) {
   auto members = member_names(layout);

@@ -58,6 +58,11 @@ std::string generate_args_struct(const ArgLayout& layout);
 std::string generate_hooks(const AttentionProgram& prog, const Expr& score_grad,
                            bool positions_bounded = false);
 std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad);
+// Whether score_mod evaluates, per element, an operation on the GPU's multi-function pipe (the
+// one ex2.approx uses): a transcendental or a float division of something that reads score. The
+// hooks say so as kScoreUsesXu; the Hopper forward then moves a share of its exponentials to the
+// FMA pipe.
+bool score_uses_xu(const Expr& score);
 
 // A whole translation unit: includes, TjArgs, TjProgram, entry point.
 CudaSource generate_kernel(const AttentionProgram& prog, const Expr& score_grad,

@@ -4,6 +4,7 @@
 // the interpreter (HookValuesGpuTest) and through the attention kernels (AttentionGpuTest).
 #include <gtest/gtest.h>
 
+#include "compiler/codegen/CudaCodegen.h"
 #include "compiler/codegen/ScoreFold.h"
 #include "dsl/Expr.h"
 
@@ -75,6 +76,20 @@ TEST(ScoreFold, ScoreReadOtherwiseIsLeftAsWritten) {
   ScoreFold self = fold_score(tanh(score / (score + cap)));
   EXPECT_FALSE(self.entry.defined());
   EXPECT_TRUE(self.reads_score_otherwise);
+}
+
+// kScoreUsesXu: per-element multi-function work on score (tanh, rsqrt, a float division of it),
+// but not a transcendental of the positions or of a param alone, and not arithmetic.
+TEST(ScoreUsesXu, MarksPerElementTranscendentalsOfScoreOnly) {
+  Param cap("cap", Type::F32);
+  Buffer slopes("slopes", ElemType::F32, {"H"});
+  EXPECT_TRUE(score_uses_xu(cap * tanh(score / cap)));
+  EXPECT_TRUE(score_uses_xu(score * rsqrt(score * score + 1.0f)));
+  EXPECT_TRUE(score_uses_xu(score / (abs(score) + cap)));
+  EXPECT_FALSE(score_uses_xu(score));
+  EXPECT_FALSE(score_uses_xu(score + slopes(h) * f32(kv - q)));
+  EXPECT_FALSE(score_uses_xu(score * exp2(f32(h) * -0.5f)));
+  EXPECT_FALSE(score_uses_xu(score + tanh(f32(kv - q) / cap)));
 }
 
 }  // namespace
