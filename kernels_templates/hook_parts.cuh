@@ -69,8 +69,8 @@ TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 
 // Whether score_mod evaluates, per element, an operation on the pipe ex2 runs on (tanh, exp, log,
 // rsqrt, sqrt, a division, of something that reads score: marked `kScoreUsesXu`). Such a forward
-// element pass is bound by that pipe, so its softmax moves a share of its exponentials to the
-// FMA pipe (fma_exp2).
+// element pass leans on that pipe twice per element, so its softmax moves a share of its
+// exponentials to the FMA pipe (fma_exp2).
 TJ_DECLARED_FLAG(ScoreUsesXu, kScoreUsesXu, false);
 
 // Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
