@@ -86,3 +86,99 @@ ScoreFold fold_score(const Expr& body) {
 }
 
 }  // namespace tilejit
+
+namespace tilejit {
+
+namespace {
+
+bool is_position_var(const Expr& e, std::string_view name) {
+  return e.op() == Op::Var && e->name == name;
+}
+
+// +1 for f32(kv - q), -1 for f32(q - kv), 0 otherwise.
+int distance_sign(const Expr& e) {
+  if (e.op() != Op::Cast || e.type() != Type::F32) return 0;
+  const Expr& d = e.arg(0);
+  if (d.op() != Op::Sub || d.type() != Type::I32) return 0;
+  if (is_position_var(d.arg(0), var::kv) && is_position_var(d.arg(1), var::q)) return 1;
+  if (is_position_var(d.arg(0), var::q) && is_position_var(d.arg(1), var::kv)) return -1;
+  return 0;
+}
+
+bool uses_var_any(const Expr& leaf, const std::vector<Expr>& factors, std::string_view v) {
+  if (ir::uses_var(leaf, v)) return true;
+  for (const Expr& f : factors)
+    if (ir::uses_var(f, v)) return true;
+  return false;
+}
+
+struct Separator {
+  const ScoreFold& fold;
+  SeparableScore out;
+  int score_terms = 0;
+  bool ok = true;
+
+  void visit(const Expr& e, bool negated, std::vector<Expr>& factors) {
+    if (!ok) return;
+    if (is_score_var(e)) {
+      ok = !negated && factors.empty();
+      ++score_terms;
+      return;
+    }
+    if (fold.linear.contains(e.get())) {
+      switch (e.op()) {
+        case Op::Add:
+          visit(e.arg(0), negated, factors);
+          visit(e.arg(1), negated, factors);
+          return;
+        case Op::Sub:
+          visit(e.arg(0), negated, factors);
+          visit(e.arg(1), !negated, factors);
+          return;
+        case Op::Neg: visit(e.arg(0), !negated, factors); return;
+        default: {  // Mul by a factor free of score
+          const int k = factor_operand(e);
+          factors.push_back(e.arg(k));
+          visit(e.arg(1 - k), negated, factors);
+          factors.pop_back();
+          return;
+        }
+      }
+    }
+    if (ir::uses_var(e, var::score)) {
+      ok = false;
+      return;
+    }
+    const bool q = uses_var_any(e, factors, var::q), kv = uses_var_any(e, factors, var::kv);
+    using Kind = SeparableScore::Kind;
+    if (!kv) {
+      out.terms.push_back({Kind::Row, negated, e, factors});
+    } else if (!q) {
+      out.terms.push_back({Kind::Column, negated, e, factors});
+    } else {
+      const int sign = distance_sign(e);
+      for (const Expr& f : factors) ok = ok && !ir::uses_var(f, var::q) && !ir::uses_var(f, var::kv);
+      ok = ok && sign != 0;
+      out.terms.push_back({Kind::Distance, negated != (sign < 0), e, factors});
+    }
+  }
+};
+
+}  // namespace
+
+bool SeparableScore::has(Kind k) const {
+  for (const Term& t : terms)
+    if (t.kind == k) return true;
+  return false;
+}
+
+std::optional<SeparableScore> separate_score(const Expr& body, const ScoreFold& fold) {
+  if (body.type() != Type::F32) return std::nullopt;
+  Separator s{fold, {}};
+  std::vector<Expr> factors;
+  s.visit(body, false, factors);
+  if (!s.ok || s.score_terms != 1) return std::nullopt;
+  return std::move(s.out);
+}
+
+}  // namespace tilejit
