@@ -15,19 +15,6 @@ struct BwdSm90Tile {
   int b, h, row0, col0;
 };
 
-// Column group n's P (and, unless kSplit, dS) as A fragments of the k16 slice n / 2.
-template <class T, bool kSplit, int kSlices>
-__device__ __forceinline__ void attn_bwd_sm90_pack(unsigned (&p)[kSlices][4],
-                                                   unsigned (&f)[kSlices][4], int n,
-                                                   const float (&pr)[4], const float (&ds)[4]) {
-  p[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(pr[0], pr[1]);
-  p[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(pr[2], pr[3]);
-  if (!kSplit) {
-    f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
-    f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
-  }
-}
-
 // The element pass over S^T and dP^T (see attention_bwd.cuh's apply_bwd for the formulas):
 // p = the bf16 / f16 P as A fragments (k16 slice kk = column groups 2kk and 2kk + 1), and
 // dS = P * score_grad * (dP - delta) into f likewise; score_grad runs only where P > 0 (or,
@@ -60,57 +47,12 @@ __device__ __forceinline__ void attn_bwd_sm90_probabilities(
       else
         ds[c] = g * (dp[n][c] - delta(n, c));
     }
-    attn_bwd_sm90_pack<T, kSplit>(p, f, n, pr, ds);
-  }
-}
-
-// A separable score_mod's pass (ScoreSeparable, compiler/codegen/ScoreFold.h) on a full interior
-// tile, as attn_bwd_sm90_probabilities: with the rows kv and the columns q here, the program's
-// column terms and C * f32(kv - q0) (q0 the step's first q) are the rows', its row terms and
-// -C * f32(q - q0) the columns', these joined with the column's lse2 once per column. One add
-// and one multiply-add per element for the exponent; score_grad is 1 (score is a plain term).
-template <class Prog, class Args, class T, bool kSplit, int kN, class RowParts, class ColPartsOf,
-          class Lse2, class Delta>
-__device__ __forceinline__ void attn_bwd_sm90_separable_probabilities(
-    float (&s)[kN][4], float (&dp)[kN][4], unsigned (&p)[kN / 2][4], unsigned (&f)[kN / 2][4],
-    const Args& args, const BwdSm90Tile& t, const RowParts (&kp)[2], ColPartsOf col_parts,
-    Lse2 lse2, Delta delta) {
-  using H = HookParts<Prog>;
-  constexpr bool kDistance = ScoreDistanceTerm<Prog>::value;
-  const float scale = t.sh.scale;
-  const int t2 = 2 * (threadIdx.x & 3), q0 = t.col0 - t2;
-  const auto& any_q = col_parts(0).at[0].score;  // the parts free of the position
-  const float c = H::score_log2_distance(args, any_q, scale, t.b, t.h);
-  float row[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int kv = t.row0 + 8 * half;
-    row[half] = H::score_log2_column(args, any_q, kp[half].score, scale, t.b, t.h, kv);
-    if (kDistance) row[half] = fmaf(c, static_cast<float>(kv - q0), row[half]);
-  }
-  const float c0[2] = {c * static_cast<float>(t2), c * static_cast<float>(t2 + 1)};
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-    const auto& qp = col_parts(n).at;
-    float col[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float d = kDistance ? fmaf(static_cast<float>(8 * n), c, c0[j]) : 0.f;
-      float u = -d;  // no 0 - d: ptxas keeps that subtraction
-      if constexpr (ScoreRowTerms<Prog>::value)
-        u = H::score_log2_row(args, qp[j].score, scale, t.b, t.h, t.col0 + 8 * n + j) - d;
-      col[j] = fmaf(u, t.scale_log2, -lse2(n, j));
+    p[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(pr[0], pr[1]);
+    p[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(pr[2], pr[3]);
+    if (!kSplit) {
+      f[n >> 1][2 * (n & 1)] = ElemOps<T>::pack(ds[0], ds[1]);
+      f[n >> 1][2 * (n & 1) + 1] = ElemOps<T>::pack(ds[2], ds[3]);
     }
-    float pr[4], ds[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      pr[e] = fast_exp2(fmaf(s[n][e] + row[e >> 1], t.scale_log2, col[e & 1]));
-      if (kSplit)
-        s[n][e] = pr[e];
-      else
-        ds[e] = pr[e] * (dp[n][e] - delta(n, e));
-    }
-    attn_bwd_sm90_pack<T, kSplit>(p, f, n, pr, ds);
   }
 }
 
@@ -142,11 +84,7 @@ __device__ __forceinline__ void attn_bwd_sm90_tile_probabilities(
   const int first = t.col0 - 2 * (threadIdx.x & 3);  // the step's first q
   const WarpHeldColumns<ColParts, false, kHeld, Args> values{held, args, t.b, t.h, first};
   const WarpHeldColumns<ColParts, true, kHeld, Args> all{held, args, t.b, t.h, first};
-  constexpr bool kSeparable = ScoreSeparable<Prog>::value && ScoreLog2Factored<Prog>::value;
-  if (kSeparable && full && interior && t.scale_log2 > 0.f)
-    attn_bwd_sm90_separable_probabilities<Prog, Args, T, kSplit>(s, dp, p, f, args, t, kp,
-                                                                 values, lse2, delta);
-  else if (full && interior)
+  if (full && interior)
     attn_bwd_sm90_probabilities<Prog, Args, T, false, false, kSplit>(s, dp, p, f, args, t, kp,
                                                                      values, lse2, delta);
   else if (full || Prog::kMaskIsTrue)

@@ -96,51 +96,6 @@ __device__ __forceinline__ void logits_from_parts(float (&s)[kM][kN][4], const A
   }
 }
 
-// A separable score_mod's logits (ScoreSeparable) on a full interior step of keys from kv0, one
-// m64 row pair per thread as the Hopper kernels hold it: s, the raw products, gets the column
-// terms, row_log2 the rows' terms times `factor` (the softmax adds them to its reference,
-// OnlineSoftmax::update). The distance term C * f32(kv - q) splits exactly into C * f32(kv0 - q),
-// of the row, and C * f32(kv - kv0) for kv - kv0 = 8 n + 2 (lane % 4) + j, the same at every step:
-// one FFMA per column from two products per thread.
-template <class Prog, class Args, int kN, class RowParts, class ColPartsOf>
-__device__ __forceinline__ void separable_logits(float (&s)[1][kN][4], float (&row_log2)[2],
-                                                 const Args& args, float scale, float factor,
-                                                 int b, int h, int row0, int kv0,
-                                                 const RowParts (&rp)[1][2],
-                                                 ColPartsOf col_parts) {
-  using H = HookParts<Prog>;
-  constexpr bool kDistance = ScoreDistanceTerm<Prog>::value;
-  constexpr bool kColumns = ScoreColumnTerms<Prog>::value;
-  const float c = H::score_log2_distance(args, rp[0][0].score, scale, b, h);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int q = row0 + 8 * half;
-    float r = H::score_log2_row(args, rp[0][half].score, scale, b, h, q);
-    if (kDistance) r = fmaf(c, static_cast<float>(kv0 - q), r);
-    row_log2[half] = r * factor;
-  }
-  if constexpr (kDistance || kColumns) {
-    const int t2 = 2 * (threadIdx.x & 3);
-    const float c0[2] = {c * static_cast<float>(t2), c * static_cast<float>(t2 + 1)};
-#pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      float col[2] = {0.f, 0.f};
-      if constexpr (kDistance)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) col[j] = fmaf(static_cast<float>(8 * n), c, c0[j]);
-      if constexpr (kColumns) {
-        const auto& cp = col_parts(n);
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          col[j] += H::score_log2_column(args, rp[0][0].score, cp.at[j].score, scale, b, h,
-                                         kv0 + t2 + 8 * n + j);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[0][n][e] += col[e & 1];
-    }
-  }
-}
-
 // logits_from_parts with the parts computed here: per row once, per column once for all the
 // rows (hook_parts.cuh).
 template <class Prog, class Args, bool kMask, bool kBounds, bool kTransposed, int kM, int kN>

@@ -403,7 +403,6 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   // A factored score_mod's factor (hook_parts.cuh's ScoreLog2Factored), the same on every row;
   // 0 where there is none.
   float score_factor = 0.f;
-  constexpr bool kSeparable = ScoreSeparable<Prog>::value && ScoreLog2Factored<Prog>::value;
   if constexpr (ScoreLog2Factored<Prog>::value && !Prog::kScoreIsIdentity)
     score_factor = HookParts<Prog>::score_log2_factor(args, rp[0][0].score, sh.scale, b, h);
   auto column_parts = [&](const KvStep& st) {
@@ -424,17 +423,10 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     // element with the reference): scale_log2 to the raw products of an identity score_mod, a
     // factored score_mod's factor to its unscaled logits.
     float s_scale = 1.f;
-    float row_log2[2] = {0.f, 0.f};  // a separable score_mod's row terms (separable_logits)
     if (st.full && q_interior && kv0 + 2 * kAttnBlockKV <= step_shape.seq_kv) {
       bool scaled = false;  // s_scale holds a factor of the logits
       if (Prog::kScoreIsIdentity && scale_log2 > 0.f) s_scale = scale_log2, scaled = true;
-      if constexpr (kSeparable) {
-        if (score_factor > 0.f) {
-          separable_logits<Prog>(s, row_log2, args, sh.scale, score_factor, b, h, row0, kv0, rp,
-                                 values);
-          s_scale = score_factor, scaled = true;
-        }
-      } else if constexpr (ScoreLog2Factored<Prog>::value)
+      if constexpr (ScoreLog2Factored<Prog>::value)
         if (score_factor > 0.f) {
           logits_from_parts<Prog, Args, false, false, false, true>(s, args, step_shape, scale_log2,
                                                                    b, h, row0, col0, rp, values);
@@ -449,10 +441,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     else
       logits_from_parts<Prog, Args, true, true, false>(s, args, step_shape, scale_log2, b, h,
                                                        row0, col0, rp, all);
-    if constexpr (kSeparable)
-      return sm.template update<16, true, kFmaExp2Tiles>(s, alpha, s_scale, row_log2);
-    else
-      return sm.template update<16, true, kFmaExp2Tiles>(s, alpha, s_scale);
+    return sm.template update<16, true, kFmaExp2Tiles>(s, alpha, s_scale);
   };
 
   mbar_wait(L::q_full(base), nth & 1);

@@ -81,14 +81,6 @@ TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);
 // `kScoreLog2Factored`: the factor is free of score and of the positions).
 TJ_DECLARED_FLAG(ScoreLog2Factored, kScoreLog2Factored, false);
 
-// Whether a factored score_mod is separable (marked `kScoreSeparable`): its unscaled logit is acc
-// plus terms of the row (`kScoreRowTerms`), of the column (`kScoreColumnTerms`) and of the
-// distance kv - q (`kScoreDistanceTerm`), compiler/codegen/ScoreFold.h's SeparableScore.
-TJ_DECLARED_FLAG(ScoreSeparable, kScoreSeparable, false);
-TJ_DECLARED_FLAG(ScoreRowTerms, kScoreRowTerms, false);
-TJ_DECLARED_FLAG(ScoreColumnTerms, kScoreColumnTerms, false);
-TJ_DECLARED_FLAG(ScoreDistanceTerm, kScoreDistanceTerm, false);
-
 // Hooks without parts: Prog::mask_mod(args, b, h, q, kv) and so on, per element.
 template <class Prog, class = void>
 struct HookParts {
@@ -215,33 +207,6 @@ struct HookParts<Prog, typename HookPartsVoid<typename Prog::MaskQ>::type> {
   __device__ __forceinline__ static float score_log2_factor(const Args& a, const ScoreQ& qp,
                                                             float scale, int b, int h) {
     return Prog::score_log2_factor(a, qp, scale, b, h);
-  }
-  // A separable score_mod's terms (ScoreSeparable), unscaled: of the row (0 without any), the
-  // coefficient of f32(kv - q) (0 without one), of the column (0 without any).
-  template <class Args>
-  __device__ __forceinline__ static float score_log2_row(const Args& a, const ScoreQ& qp,
-                                                         float scale, int b, int h, int q) {
-    if constexpr (ScoreRowTerms<Prog>::value)
-      return Prog::score_log2_row(a, qp, scale, b, h, q);
-    else
-      return 0.f;
-  }
-  template <class Args>
-  __device__ __forceinline__ static float score_log2_distance(const Args& a, const ScoreQ& qp,
-                                                              float scale, int b, int h) {
-    if constexpr (ScoreDistanceTerm<Prog>::value)
-      return Prog::score_log2_distance(a, qp, scale, b, h);
-    else
-      return 0.f;
-  }
-  template <class Args>
-  __device__ __forceinline__ static float score_log2_column(const Args& a, const ScoreQ& qp,
-                                                            const ScoreKv& kp, float scale, int b,
-                                                            int h, int kv) {
-    if constexpr (ScoreColumnTerms<Prog>::value)
-      return Prog::score_log2_column(a, qp, kp, scale, b, h, kv);
-    else
-      return 0.f;
   }
 };
 

@@ -123,26 +123,10 @@ struct OnlineSoftmax {
   // 2^kLazyRescaleLog2 rather than 1; O / l and lse = m + log2(l) are unchanged.
   // kFmaExp2: of every kN n8 tiles of probabilities, how many get fma_exp2 rather than ex2 (one in
   // kN / kFmaExp2, spread through the row so both pipes work side by side).
-  // row_log2 (the overload taking it): per row a term of every logit of the row that s leaves
-  // out (a separable score_mod's row terms, ScoreSeparable, in the log2 domain); it commutes with
-  // the row maximum and enters the reference, once per row.
   static constexpr float kLazyRescaleLog2 = 8.f;
   template <int kN, bool kLazy = false, int kFmaExp2 = 0>
   __device__ __forceinline__ bool update(float (&s)[kM][kN][4], float (&alpha)[2 * kM],
                                          float s_scale = 1.f) {
-    const float no_row_terms[2 * kM] = {};
-    return update_rows<kN, kLazy, kFmaExp2, false>(s, alpha, s_scale, no_row_terms);
-  }
-  template <int kN, bool kLazy = false, int kFmaExp2 = 0>
-  __device__ __forceinline__ bool update(float (&s)[kM][kN][4], float (&alpha)[2 * kM],
-                                         float s_scale, const float (&row_log2)[2 * kM]) {
-    return update_rows<kN, kLazy, kFmaExp2, true>(s, alpha, s_scale, row_log2);
-  }
-
- private:
-  template <int kN, bool kLazy, int kFmaExp2, bool kRowTerms>
-  __device__ __forceinline__ bool update_rows(float (&s)[kM][kN][4], float (&alpha)[2 * kM],
-                                              float s_scale, const float (&row_log2)[2 * kM]) {
     static_assert(kFmaExp2 >= 0 && kFmaExp2 <= kN && (kFmaExp2 == 0 || kN % kFmaExp2 == 0));
     constexpr int kFmaEvery = kFmaExp2 > 0 ? kN / kFmaExp2 : 1;
     float mx[2 * kM];
@@ -156,7 +140,7 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int n = 1; n < kN; ++n)
           v = fmaxf(v, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
-        v = kRowTerms ? fmaf(quad_max(v), s_scale, row_log2[i]) : quad_max(v) * s_scale;
+        v = quad_max(v) * s_scale;
         mx[i] = fmaxf(m[i], v);
         if (kLazy) grow |= v > m[i] + kLazyRescaleLog2;
       }
@@ -173,7 +157,7 @@ struct OnlineSoftmax {
         } else {
           alpha[i] = 1.f;
         }
-        const float neg_ref = m[i] == neg_inf() ? 0.f : kRowTerms ? row_log2[i] - m[i] : -m[i];
+        const float neg_ref = m[i] == neg_inf() ? 0.f : -m[i];
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < kN; ++n)
@@ -191,7 +175,6 @@ struct OnlineSoftmax {
     return rescale;
   }
 
- public:
   // Completes the row sums; returns per row the output scale (0 for an empty row) and the
   // natural-log lse (-inf for an empty row).
   __device__ __forceinline__ void finish(float (&inv)[2 * kM], float (&lse)[2 * kM]) {

@@ -20,9 +20,7 @@
 // ex2.approx) are far coarser.
 #pragma once
 
-#include <optional>
 #include <unordered_set>
-#include <vector>
 
 #include "compiler/IR.h"
 
@@ -51,34 +49,5 @@ ScoreFold fold_score(const Expr& body);
 // The operand of a linear Mul that is its factor (free of score; where both are, the one that
 // does not depend on kv, else the first).
 int factor_operand(const Expr& mul);
-
-}  // namespace tilejit
-
-namespace tilejit {
-
-// score_mod as score plus terms that depend on the row, on the column, or on kv - q only:
-//     score + slopes[h] * f32(kv - q) + rowbias[q] + colbias[kv]
-// Within a step of keys from kv0 the distance term splits exactly (integer differences below
-// 2^24 convert exactly) into C * f32(kv0 - q), a term of the row, and C * f32(kv - kv0), one of
-// the column that is the same at every step; a row's terms commute with its maximum, so a kernel
-// adds them to the softmax's reference once per row and step, and the column's once per column
-// (one add per element left for the logit, where the distance term costs an integer subtraction,
-// its conversion and a multiply-add).
-struct SeparableScore {
-  enum class Kind { Row, Column, Distance };
-  struct Term {
-    Kind kind;
-    bool negated;               // the term enters with a minus sign (a Distance of q - kv too)
-    Expr leaf;                  // below the linear top; for a Distance the f32 of kv - q or q - kv
-    std::vector<Expr> factors;  // the linear Muls' factors on the way from the root, free of score
-  };
-  std::vector<Term> terms;
-  bool has(Kind k) const;
-};
-
-// The separation of a score_mod body whose linear top (`fold`) holds score exactly once, with
-// factor 1 and a plus sign; nullopt where some term depends on both q and kv otherwise than as a
-// factor free of the positions times f32(kv - q) or f32(q - kv).
-std::optional<SeparableScore> separate_score(const Expr& body, const ScoreFold& fold);
 
 }  // namespace tilejit

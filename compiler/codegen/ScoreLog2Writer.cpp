@@ -95,73 +95,15 @@ BodyWriter open_score_function(std::string& out, std::string_view name, const Sc
 
 // The fold of score_mod's body, its entry dropped where it is a quotient no part holds the
 // divisor's reciprocal of (a divisor free of score but depending on both q and kv is divided
-// per element), and the products a part holds whole kept whole (w * bias[kv] is read from the
-// kv part times the factor, not loaded again per element to be multiplied by w * factor).
+// per element).
 ScoreFold fold_with_split(const Expr& body, const HookSplit& split) {
   ScoreFold fold = fold_score(body);
-  for (const std::vector<Expr>* values : {&split.q_values, &split.kv_values})
-    for (const Expr& v : *values) fold.linear.erase(v.get());
   if (fold.entry.defined() && fold.entry.op() == Op::Div &&
       !divides_by_part_recip(split, fold.entry)) {
     fold.entry = Expr();
     fold.reads_score_otherwise = true;
   }
   return fold;
-}
-
-// One function of a separable score_mod (ScoreFold.h's SeparableScore): the sum of its terms of
-// `kind` in the unscaled domain (each times 1 / scale), or, for the distance terms, the sum of
-// their coefficients C (the terms being C * f32(kv - q)); 0 where there are none.
-void write_separable_part(std::string& out, const SeparableScore& sep, SeparableScore::Kind kind,
-                          std::string_view declaration,
-                          const std::vector<std::pair<std::string_view, HookPart>>& parts,
-                          const HookSourceInfo& info) {
-  BodyWriter writer = open_function(out, declaration, parts, ScoreFold{}, info);
-  std::string sum;
-  for (const SeparableScore::Term& t : sep.terms) {
-    if (t.kind != kind) continue;
-    std::string f = "(1.0f / scale)";
-    for (const Expr& factor : t.factors) f = fmt::format("({} * {})", writer.scope(factor, 4), f);
-    const std::string value = kind == SeparableScore::Kind::Distance
-                                  ? f
-                                  : fmt::format("({} * {})", writer.scope(t.leaf, 4), f);
-    if (sum.empty())
-      sum = t.negated ? fmt::format("(-{})", value) : value;
-    else
-      sum = fmt::format("({} {} {})", sum, t.negated ? '-' : '+', value);
-  }
-  out += fmt::format("    return {};\n  }}\n", sum.empty() ? "0.0f" : sum);
-}
-
-// A separable score_mod's terms by what they depend on, where it is one (a unit score term and
-// every other term of the row, of the column or of the distance kv - q): score_log2_unscaled =
-// acc + score_log2_row(q) + score_log2_distance() * f32(kv - q) + score_log2_column(kv).
-void write_score_log2_separable(std::string& out, const Expr& body, const ScoreFold& fold,
-                                const HookSplit& split, const HookSourceInfo& info) {
-  const std::optional<SeparableScore> sep = separate_score(body, fold);
-  if (!sep) return;
-  using Kind = SeparableScore::Kind;
-  out +=
-      "\n  // score_log2_unscaled = acc + score_log2_row(q) + score_log2_column(kv)\n"
-      "  //     + score_log2_distance() * f32(kv - q) (ScoreFold.h's SeparableScore)\n";
-  out += "  static constexpr bool kScoreSeparable = true;\n";
-  out += fmt::format("  static constexpr bool kScoreRowTerms = {};\n", sep->has(Kind::Row));
-  out += fmt::format("  static constexpr bool kScoreColumnTerms = {};\n", sep->has(Kind::Column));
-  out += fmt::format("  static constexpr bool kScoreDistanceTerm = {};\n", sep->has(Kind::Distance));
-  const HookPart q_part{split.q_values, split.q_recips}, kv_part{split.kv_values, split.kv_recips};
-  write_separable_part(
-      out, *sep, Kind::Row,
-      "float score_log2_row(const TjArgs& a, const ScoreQ& qp, float scale, int b, int h, int q)",
-      {{"qp", q_part}}, info);
-  write_separable_part(out, *sep, Kind::Distance,
-                       "float score_log2_distance(const TjArgs& a, const ScoreQ& qp, float scale, "
-                       "int b, int h)",
-                       {{"qp", q_part}}, info);
-  if (sep->has(Kind::Column))
-    write_separable_part(out, *sep, Kind::Column,
-                         "float score_log2_column(const TjArgs& a, const ScoreQ& qp, const "
-                         "ScoreKv& kp, float scale, int b, int h, int kv)",
-                         {{"qp", q_part}, {"kp", kv_part}}, info);
 }
 
 // score_log2 = score_log2_unscaled * score_log2_factor with a factor free of score and of the
@@ -209,7 +151,6 @@ void write_score_log2_factored(std::string& out, const Expr& body, const ScoreFo
   const std::string value = factor.defined() ? scaled_term(writer, fold, rest, "1.0f")
                                              : scaled_term(writer, fold, body, unit, &unit);
   out += fmt::format("    return {};\n  }}\n", value);
-  if (!factor.defined()) write_score_log2_separable(out, body, fold, split, info);
 }
 
 }  // namespace

@@ -44,12 +44,6 @@ TEST(CodegenGolden, SelectBranches) {
   check_golden("select_branches.cu", generate_kernel(p, grad, dense_mask_template()).source);
 }
 
-TEST(CodegenGolden, SeparableBias) {
-  Expr grad;
-  AttentionProgram p = golden_separable_bias(&grad);
-  check_golden("separable_bias_hooks.cu", generate_hooks(p, grad));
-}
-
 TEST(CodegenGolden, Plain) {
   Expr grad;
   AttentionProgram p = golden_plain(&grad);

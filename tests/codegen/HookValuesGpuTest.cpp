@@ -1,8 +1,7 @@
 // The f32 side of generated hooks on the GPU: score_mod, its derivative and the log2-domain logit
 // kernels read (log2e * score_mod(scale * acc), its factors folded per row where the generator
 // folds them: compiler/codegen/ScoreFold.h) for random programs, evaluated by a small kernel at
-// many points and compared with the interpreter (fp64), and for separable score_mods the logit
-// rebuilt from its row, column and distance terms around a step start kv0. The
+// many points and compared with the interpreter (fp64). The
 // hardware approximations (tanh.approx ~2^-11, ex2/lg2 ~2^-22) and FMA contraction make this a
 // tolerance check; a wrong spelling or operand order shows up as nearly every point wrong.
 // Skips without a GPU.
@@ -17,7 +16,6 @@
 #include "compiler/Lower.h"
 #include "compiler/Printer.h"
 #include "compiler/codegen/CudaCodegen.h"
-#include "dsl/TextForm.h"
 #include "kernels_templates/Embedded.h"
 #include "runtime/Bindings.h"
 #include "runtime/DeviceBuffer.h"
@@ -30,7 +28,6 @@ namespace tilejit::testing {
 namespace {
 
 constexpr int kB = 2, kH = 2, kSq = 8, kSkv = 16, kPoints = kB * kH * kSq * kSkv;
-constexpr int kValues = 5, kKv0 = 5;  // values per point; the step start of the separated logit
 
 std::string hook_source(const LoweredAttention& l) {
   ArgLayout layout = arg_layout(l.program);
@@ -38,36 +35,25 @@ std::string hook_source(const LoweredAttention& l) {
          generate_hooks(l.program, l.score_grad) +
          fmt::format(R"(
 extern "C" __global__ void tj_hook_values(const __grid_constant__ TjArgs a, const float* scores,
-                                          float scale, float* out_all) {{
+                                          float scale, float* out) {{
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= {0}) return;
   const int kv = i % {4}, q = i / {4} % {3}, h = i / ({4} * {3}) % {2}, b = i / ({4} * {3} * {2});
   using H = tjk::HookParts<TjProgram>;
-  float* out = out_all + {5} * i;
   const auto qp = TjProgram::score_q(a, b, h, q);
   const auto kp = TjProgram::score_kv(a, b, h, kv);
-  out[0] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
-  out[1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
-  out[2] = H::score_log2(a, qp, kp, scores[i], scale, b, h, q, kv);
+  out[4 * i] = TjProgram::score_mod(a, scores[i], b, h, q, kv);
+  out[4 * i + 1] = TjProgram::score_grad(a, scores[i], b, h, q, kv);
+  out[4 * i + 2] = H::score_log2(a, qp, kp, scores[i], scale, b, h, q, kv);
   // a factored score_log2's two factors, multiplied (score_log2 again where it is not factored)
   if constexpr (tjk::ScoreLog2Factored<TjProgram>::value)
-    out[3] = H::score_log2_unscaled(a, qp, kp, scores[i], scale, b, h, q, kv) *
-             H::score_log2_factor(a, qp, scale, b, h);
+    out[4 * i + 3] = H::score_log2_unscaled(a, qp, kp, scores[i], scale, b, h, q, kv) *
+                     H::score_log2_factor(a, qp, scale, b, h);
   else
-    out[3] = out[2];
-  // a separable one's terms as the kernels add them (step start kv0; score_log2 elsewhere)
-  if constexpr (tjk::ScoreSeparable<TjProgram>::value) {{
-    const float c = H::score_log2_distance(a, qp, scale, b, h);
-    const float row = H::score_log2_row(a, qp, scale, b, h, q) + c * static_cast<float>({6} - q);
-    const float col = H::score_log2_column(a, qp, kp, scale, b, h, kv) +
-                      c * static_cast<float>(kv - {6});
-    out[4] = (scores[i] + col + row) * H::score_log2_factor(a, qp, scale, b, h);
-  }} else {{
-    out[4] = out[2];
-  }}
+    out[4 * i + 3] = out[4 * i + 2];
 }}
 )",
-                     kPoints, kB, kH, kSq, kSkv, kValues, kKv0);
+                     kPoints, kB, kH, kSq, kSkv);
 }
 
 bool close(double got, double want) {
@@ -95,22 +81,14 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
   std::vector<float> scores(kPoints);
   for (float& s : scores) s = std::uniform_real_distribution<float>(-4, 4)(rng);
   DeviceBuffer d_scores = DeviceBuffer::from_host(scores);
-  DeviceBuffer d_out(kValues * kPoints * sizeof(float));
+  DeviceBuffer d_out(4 * kPoints * sizeof(float));
 
-  int64_t total = 0, bad = 0, programs = 0, separable = 0;
-  // Separable score_mods first (the random ones rarely are), then random programs.
-  const char* const kSeparable[] = {
-      "attention alibi_p { param slope : f32\n score = score + slope * f32(kv - q) }",
-      "attention terms { param w : f32\n"
-      " score = f32(q) * 0.25 + score - w * f32(q - kv) - f32(kv * kv) * 0.01 + w }",
-  };
+  int64_t total = 0, bad = 0, programs = 0;
   // TILEJIT_HOOK_PROGRAMS=N checks N programs instead of 40 (soak runs).
   const char* count_env = std::getenv("TILEJIT_HOOK_PROGRAMS");
   const int64_t wanted = count_env ? std::atoi(count_env) : 40;
   for (int n = 0; programs < wanted && n < 10 * wanted; ++n) {
-    AttentionProgram p = n < static_cast<int>(std::size(kSeparable))
-                             ? parse_attention(kSeparable[n])
-                             : random_attention_program(rng, opt);
+    AttentionProgram p = random_attention_program(rng, opt);
     LoweredAttention l;
     try {
       l = lower(p);
@@ -118,7 +96,6 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
       continue;
     }
     ++programs;
-    separable += hook_source(l).find("kScoreSeparable = true") != std::string::npos;
     CompileRequest req{.program_name = "hook_values.cu",
                        .source = hook_source(l),
                        .headers = {{"common.cuh", std::string(embedded_template("common.cuh"))},
@@ -160,21 +137,19 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
       int kv = i % kSkv, q = i / kSkv % kSq, h = i / (kSkv * kSq) % kH, b = i / (kSkv * kSq * kH);
       const double scaled = static_cast<double>(scores[i]) * scale;
       const double log2_logit = score.eval_score(scaled, b, h, q, kv) * M_LOG2E;
-      double want[kValues] = {score.eval_score(scores[i], b, h, q, kv),
-                              grad.eval_score(scores[i], b, h, q, kv), log2_logit, log2_logit,
-                              log2_logit};
-      for (int k = 0; k < kValues; ++k) {
+      double want[4] = {score.eval_score(scores[i], b, h, q, kv),
+                        grad.eval_score(scores[i], b, h, q, kv), log2_logit, log2_logit};
+      for (int k = 0; k < 4; ++k) {
         ++total;
-        if (close(got[kValues * i + k], want[k])) continue;
+        if (close(got[4 * i + k], want[k])) continue;
         ++bad;
         if (++program_bad <= 2)
           fmt::print("{} at b={} h={} q={} kv={} score={} scale={}: got {}, interpreter {}\n",
                      k == 0   ? "score_mod"
                      : k == 1 ? "score_grad"
                      : k == 2 ? "score_log2"
-                     : k == 3 ? "score_log2_unscaled * score_log2_factor"
-                              : "separated score_log2",
-                     b, h, q, kv, scores[i], scale, got[kValues * i + k], want[k]);
+                              : "score_log2_unscaled * score_log2_factor",
+                     b, h, q, kv, scores[i], scale, got[4 * i + k], want[k]);
       }
     }
     // Ill-conditioned expressions (cancellation, huge intermediates) may lose a few points, but
@@ -182,10 +157,8 @@ TEST(HookValuesGpu, RandomScoreModsAndDerivatives) {
     EXPECT_LE(program_bad, kPoints / 2) << "score = " << print_expr(l.program.score)
                                         << "\nscore_grad = " << print_expr(l.score_grad);
   }
-  fmt::print("{} programs ({} separable), {} values, {} outside tolerance\n", programs, separable,
-             total, bad);
+  fmt::print("{} programs, {} values, {} outside tolerance\n", programs, total, bad);
   EXPECT_GE(programs, wanted / 2);
-  EXPECT_GE(separable, static_cast<int64_t>(std::size(kSeparable)));
   EXPECT_LE(bad, total / 50);
 }
 

@@ -78,69 +78,6 @@ TEST(ScoreFold, ScoreReadOtherwiseIsLeftAsWritten) {
   EXPECT_TRUE(self.reads_score_otherwise);
 }
 
-// separate_score: score plus terms of the row, of the column and of kv - q (ScoreFold.h's
-// SeparableScore), each with its sign and factors; anything else is left to the per-element logit.
-std::optional<SeparableScore> separated(const Expr& body) {
-  return separate_score(body, fold_score(body));
-}
-
-TEST(SeparableScore, AlibiIsOneDistanceTerm) {
-  Buffer slopes("slopes", ElemType::F32, {"H"});
-  Expr distance = f32(kv - q);
-  std::optional<SeparableScore> sep = separated(score + slopes(h) * distance);
-  ASSERT_TRUE(sep.has_value());
-  ASSERT_EQ(sep->terms.size(), 1u);
-  const SeparableScore::Term& t = sep->terms[0];
-  EXPECT_EQ(t.kind, SeparableScore::Kind::Distance);
-  EXPECT_FALSE(t.negated);
-  EXPECT_TRUE(t.leaf.same_as(distance));
-  ASSERT_EQ(t.factors.size(), 1u);
-  EXPECT_TRUE(t.factors[0].same_as(slopes(h)));
-}
-
-TEST(SeparableScore, RowColumnAndDistanceTermsWithTheirSigns) {
-  Buffer rows("rows", ElemType::F32, {"S"}), cols("cols", ElemType::F32, {"S"});
-  Param w("w", Type::F32);
-  // - 0.5 * f32(q - kv) is + 0.5 * f32(kv - q); - (w * cols[kv]) a negated column term
-  std::optional<SeparableScore> sep =
-      separated(rows(q) + score - lit(0.5) * f32(q - kv) - w * cols(kv) + f32(h));
-  ASSERT_TRUE(sep.has_value());
-  using Kind = SeparableScore::Kind;
-  ASSERT_EQ(sep->terms.size(), 4u);
-  int row = 0, column = 0, distance = 0;
-  for (const SeparableScore::Term& t : sep->terms) {
-    if (t.kind == Kind::Row) ++row;
-    if (t.kind == Kind::Column) {
-      ++column;
-      EXPECT_TRUE(t.negated);
-      ASSERT_EQ(t.factors.size(), 1u);
-      EXPECT_TRUE(t.factors[0].same_as(Expr(w)));
-    }
-    if (t.kind == Kind::Distance) {
-      ++distance;
-      EXPECT_FALSE(t.negated);
-    }
-  }
-  EXPECT_EQ(row, 2);  // rows[q] and f32(h)
-  EXPECT_EQ(column, 1);
-  EXPECT_EQ(distance, 1);
-  EXPECT_TRUE(sep->has(Kind::Column));
-}
-
-TEST(SeparableScore, OtherScoresAreNotSeparable) {
-  Buffer slopes("slopes", ElemType::F32, {"H"}), rows("rows", ElemType::F32, {"S"});
-  Param temp("temp", Type::F32), cap("cap", Type::F32);
-  EXPECT_FALSE(separated(score * temp + f32(kv - q)));        // score with a factor
-  EXPECT_FALSE(separated(-score + f32(kv - q)));              // score negated
-  EXPECT_FALSE(separated(score + score * temp));              // score twice
-  EXPECT_FALSE(separated(score + abs(f32(q - kv))));          // not linear in kv - q
-  EXPECT_FALSE(separated(score + f32(q) * f32(kv)));          // a product of row and column
-  EXPECT_FALSE(separated(score + rows(q) * f32(kv - q)));     // a distance factor of the row
-  EXPECT_FALSE(separated(score + f32(kv - q + 1)));           // not the bare difference
-  EXPECT_FALSE(separated(cap * tanh(score / cap)));           // score below the top
-  EXPECT_TRUE(separated(score + slopes(h) * f32(kv - q) * temp).has_value());
-}
-
 // kScoreUsesXu: per-element multi-function work on score (tanh, rsqrt, a float division of it),
 // but not a transcendental of the positions or of a param alone, and not arithmetic.
 TEST(ScoreUsesXu, MarksPerElementTranscendentalsOfScoreOnly) {
