@@ -95,9 +95,12 @@ BodyWriter open_score_function(std::string& out, std::string_view name, const Sc
 
 // The fold of score_mod's body, its entry dropped where it is a quotient no part holds the
 // divisor's reciprocal of (a divisor free of score but depending on both q and kv is divided
-// per element).
+// per element), and the products a part holds whole kept whole (w * bias[kv] is read from the
+// kv part times the factor, not loaded again per element to be multiplied by w * factor).
 ScoreFold fold_with_split(const Expr& body, const HookSplit& split) {
   ScoreFold fold = fold_score(body);
+  for (const std::vector<Expr>* values : {&split.q_values, &split.kv_values})
+    for (const Expr& v : *values) fold.linear.erase(v.get());
   if (fold.entry.defined() && fold.entry.op() == Op::Div &&
       !divides_by_part_recip(split, fold.entry)) {
     fold.entry = Expr();

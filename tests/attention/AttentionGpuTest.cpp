@@ -48,6 +48,13 @@ const char* const kExtraPrograms[] = {
          mask = kv < prefix[b] || q >= kv
          score = cap * tanh(score / cap)
        })",
+    R"(attention row_column_bias {
+         buffer rows : f32[H, S]
+         buffer cols : f32[B, S]
+         param w : f32
+         mask = q >= kv || kv < 64
+         score = rows[h, q] + score - 0.05 * f32(q - kv) - w * cols[b, kv]
+       })",
     R"(attention chunked_scaled {
          param chunk : i32
          param temp : f32

@@ -44,6 +44,12 @@ TEST(CodegenGolden, SelectBranches) {
   check_golden("select_branches.cu", generate_kernel(p, grad, dense_mask_template()).source);
 }
 
+TEST(CodegenGolden, RowColumnBias) {
+  Expr grad;
+  AttentionProgram p = golden_row_column_bias(&grad);
+  check_golden("row_column_bias_hooks.cu", generate_hooks(p, grad));
+}
+
 TEST(CodegenGolden, Plain) {
   Expr grad;
   AttentionProgram p = golden_plain(&grad);
@@ -86,6 +92,18 @@ TEST(Codegen, SharedNodesComputedOnce) {
   size_t first = src.find("tj_mul(");
   ASSERT_NE(first, std::string::npos);
   EXPECT_EQ(src.find("tj_mul(", first + 1), std::string::npos) << src;
+}
+
+// A product a hook part holds whole (w * cols[b, kv]) is read from the part by the folded logits,
+// not loaded again per element: the buffer is read once, in score_kv.
+TEST(Codegen, FoldedLogitsReadPartHeldProductsFromTheirPart) {
+  Expr grad;
+  AttentionProgram p = golden_row_column_bias(&grad);
+  std::string src = generate_hooks(p, grad);
+  size_t first = src.find("tj_load(a.cols");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(src.find("tj_load(a.cols", first + 1), std::string::npos) << src;
+  EXPECT_LT(first, src.find("score_mod(const TjArgs& a, const ScoreQ& qp")) << src;
 }
 
 TEST(Codegen, SelectArmsReadOnlyInsideTheirBranch) {

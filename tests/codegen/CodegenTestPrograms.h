@@ -24,6 +24,25 @@ inline AttentionProgram golden_doc_softcap(Expr* score_grad) {
   return p;
 }
 
+// Biases per row and per column, one of them scaled by a param (a product the kv part holds
+// whole, which the folded logit reads from the part), and a distance term.
+inline AttentionProgram golden_row_column_bias(Expr* score_grad) {
+  using namespace dsl;
+  Buffer rows("rows", ElemType::F32, {"H", "S"}), cols("cols", ElemType::F32, {"B", "S"});
+  Buffer slopes("slopes", ElemType::F32, {"H"});
+  Param w("w", Type::F32);
+  AttentionProgram p;
+  p.name = "row_column_bias";
+  p.buffers = {{"rows", ElemType::F32, {"H", "S"}},
+               {"cols", ElemType::F32, {"B", "S"}},
+               {"slopes", ElemType::F32, {"H"}}};
+  p.params = {{"w", Type::F32}};
+  p.mask = q >= kv;
+  p.score = rows(h, q) + score + slopes(h) * f32(kv - q) - w * cols(b, kv);
+  *score_grad = lit(1.0);
+  return p;
+}
+
 // Select arms with their own buffer reads, a node shared by both arms and the condition, bf16
 // and f16 buffers, an i32 param, casts and negative constants.
 inline AttentionProgram golden_select_branches(Expr* score_grad) {
