@@ -6,8 +6,10 @@
   bench/sass_stalls.py REP.csv [TOP]
 
 Prints the warp stall samples summed per opcode (with each opcode's three largest stall reasons),
-the share of each stall reason, and the TOP instructions (default 30) holding the most samples,
-in program order with their index in the listing, so a hot spot can be read in its context.
+the share of each stall reason, the samples per execution count (code that runs once per CTA,
+per work item or per step executes a count of its own, so this splits a kernel's time between
+them), and the TOP instructions (default 30) holding the most samples, in program order with
+their index in the listing, so a hot spot can be read in its context.
 The samples cover every warp of the CTA (a producer's waits included).
 """
 import collections
@@ -53,6 +55,15 @@ def main():
         overall.update(c)
     print("by reason: " + ", ".join(f"{k} {100 * v / total:.1f}%"
                                     for k, v in overall.most_common(10)))
+
+    by_count = collections.defaultdict(lambda: [0, 0])  # execution count -> [samples, instructions]
+    for r in code:
+        executed = as_int(r[column["Instructions Executed"]])
+        by_count[executed][0] += as_int(r[column[SAMPLES]])
+        by_count[executed][1] += 1
+    print("by execution count (samples, instructions), the 12 with the most samples:")
+    for executed, (n, count) in sorted(by_count.items(), key=lambda kv: -kv[1][0])[:12]:
+        print(f"  {executed:10d} {n:8d} {100 * n / total:5.1f}% {count:6d} instructions")
 
     print(f"the {top} instructions with the most samples, in program order:")
     hottest = sorted(range(len(code)), key=lambda i: -as_int(code[i][column[SAMPLES]]))[:top]
