@@ -8,9 +8,9 @@
 // b * Hq), numbered longest first for triangular masks, in fixed shares, or, where the items'
 // lengths do not fall in that order (documents), one at a time from a counter in global memory,
 // so CTAs whose items were short take more of them (FwdWorkItem); the K/V ring runs on from one
-// item to the next, and the producer loads an item's Q while the consumers finish the previous
-// item (see the epilogue note at attn_sm90_consume), so no CTA start-up or epilogue sits between
-// two items' products.
+// item to the next, the producer loads an item's Q while the consumers finish the previous
+// item, and an item's epilogue runs under the next item's first product (see the note at
+// attn_sm90_consume), so no CTA start-up or epilogue sits between two items' products.
 // 384 threads in three warpgroups:
 //   warpgroup 0, producer (40 registers): one thread loads each item's Q tile, then K and V of
 //     each step into a kStages ring, with TMA; the mbarrier full[s] counts the bytes in,
@@ -344,21 +344,148 @@ constexpr int kSchedBarrier = 1;     // + consumer index
 constexpr int kEpilogueBarrier = 3;  // + consumer index
 constexpr int kLastSBarrier = 5;
 
+// An item whose last softmax is done and whose last P V and epilogue are left to the next
+// item's start (attn_sm90_consume): its rows, the ring stage of its last step, and that step's P
+// (A fragments), rescale factors and tile count.
+struct FwdPendingItem {
+  FwdWorkItem w;
+  int stage, tiles;
+  unsigned pf[8][4];
+  float alpha[2];
+  bool rescale;
+  bool valid = false;
+};
+
+// A consumer warpgroup's epilogue for item w: normalise O, stage the warpgroup's rows in shared
+// memory at `stage_base` (Q's geometry), then 16-byte stores; lse from the lanes holding column
+// 0. `release` (an mbarrier) is arrived on once this thread's staged reads are done.
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
+                                                   const FwdWorkItem& w, int cw,
+                                                   const float (&o)[kHeadDim / 8][4],
+                                                   OnlineSoftmax<1>& sm, unsigned stage_base,
+                                                   unsigned release) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  constexpr int kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
+  const int row0 = w.q0 + 64 * cw + 16 * warp + (lane >> 2);
+  float inv[2], lse[2];
+  sm.finish(inv, lse);
+  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
+#pragma unroll
+  for (int n = 0; n < kDN; ++n)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
+      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
+                     ((c & 7) << 1);
+      *reinterpret_cast<unsigned*>(staged + at) =
+          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
+    }
+  named_barrier_sync(kEpilogueBarrier + cw, 128);
+  unsigned short* out = p.out.head(w.b, w.h);
+  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
+#pragma unroll
+  for (int i = 0; i < kChunks / 128; ++i) {
+    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
+    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    if (w.q0 + r < sh.seq_q)
+      *reinterpret_cast<uint4*>(out + (w.q0 + r) * p.out.stride_s + chunk * 8) =
+          *reinterpret_cast<const uint4*>(staged + at);
+  }
+  mbar_arrive(release);
+  if ((lane & 3) == 0) {
+    float* out_lse = p.lse + (static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q;
+    if (row0 < sh.seq_q) out_lse[row0] = lse[0];
+    if (row0 + 8 < sh.seq_q) out_lse[row0 + 8] = lse[1];
+  }
+}
+
+// Issues the last P V of `pending` (if any) in a turn of its own. Consumer 0 then takes the
+// turn consumer 1 passes after its own (each item starts with consumer 0's turn).
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pending,
+                                                        unsigned base, int cw,
+                                                        float (&o)[kHeadDim / 8][4]) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  if (!pending.valid) return;
+  named_barrier_sync(kSchedBarrier + cw, 256);
+  if (pending.tiles == 2)
+    attn_sm90_issue_pv<T, kHeadDim, 8>(o, pending.alpha, pending.rescale, pending.pf,
+                                       L::v_tile(base, pending.stage));
+  else
+    attn_sm90_issue_pv<T, kHeadDim, 4>(o, pending.alpha, pending.rescale, pending.pf,
+                                       L::v_tile(base, pending.stage));
+  named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256);
+  if (cw == 0) named_barrier_sync(kSchedBarrier + cw, 256);
+}
+
+// The epilogue of an item without kv steps (every row masked): zeros for its rows' output, -inf
+// for their lse, straight from registers (no staging: a second instance of the staged epilogue
+// in the item loop took its run cursor and descriptors out of ptxas's uniform datapath).
+template <int kHeadDim>
+__device__ __forceinline__ void attn_sm90_empty_rows(const AttentionFwdParams& p,
+                                                     const FwdWorkItem& w, int cw) {
+  constexpr int kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127;
+  unsigned short* out = p.out.head(w.b, w.h);
+#pragma unroll
+  for (int i = 0; i < 64 * kDN / 128; ++i) {
+    const int idx = i * 128 + thread, r = w.q0 + 64 * cw + idx / kDN, chunk = idx % kDN;
+    if (r < sh.seq_q)
+      *reinterpret_cast<uint4*>(out + r * p.out.stride_s + chunk * 8) = make_uint4(0, 0, 0, 0);
+  }
+  if (thread < 64 && w.q0 + 64 * cw + thread < sh.seq_q)
+    p.lse[(static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q + w.q0 + 64 * cw + thread] =
+        neg_inf();
+}
+
+// The epilogue of `pending` (if any), once its last P V has landed: `kInFlight` products issued
+// after it may still run. Its rows are staged in the K tile of its last stage, which both
+// warpgroups' last S products read: consumer 1 gets here after consumer 0 has passed the turn
+// that follows its last softmax (so after consumer 0's last S landed); consumer 0 waits for
+// consumer 1's arrival on kLastSBarrier. The stage is released once the staged rows are read.
+template <class T, int kHeadDim, int kInFlight>
+__device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParams& p,
+                                                         FwdPendingItem& pending, unsigned base,
+                                                         int cw, float (&o)[kHeadDim / 8][4],
+                                                         OnlineSoftmax<1>& sm) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  // The wait is on every path: one behind a branch makes ptxas add its own on the other paths
+  // (O is written there while, as far as it can tell, a product into O may still run) and
+  // serialise every wgmma of the kernel.
+  wgmma_wait<kInFlight>();
+  pin_registers(o);
+  if (!pending.valid) return;
+  if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
+  attn_sm90_epilogue<T, kHeadDim>(p, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
+                                  L::empty(base, pending.stage));
+  pending.valid = false;
+}
+
 // A consumer warpgroup (cw = 0 or 1) on one work item: rows q0 + 64 cw .. + 63 of its tile.
 // `slot` is the ring position, carried from item to item; `nth` the item's index in this CTA.
+// O and the softmax's state come in holding the previous item's, `pending`.
 //
-// Epilogue: O is staged, for 16-byte stores, in the warpgroup's 64 rows of the K tile of the
-// item's last stage (same geometry as the Q tile) -- not in Q, which the consumers hand back
-// (q_empty) as soon as their last S has landed, so the producer loads the next item's Q under
-// this item's last P V and epilogue. That K tile is read by both warpgroups' last S products:
-// consumer 1 reaches its epilogue after consumer 0 has passed the turn following its last
-// softmax (so after consumer 0's last S landed), consumer 0 waits for consumer 1's arrival on
-// kLastSBarrier. The stage is released (empty) once the staged rows are read back. An item
-// without kv steps (every row masked) stages in its Q rows and releases Q after the epilogue.
+// The epilogue runs one item late, so the tensor pipe works on the next item while an item is
+// normalised and stored. An item ends with its last softmax; the next call issues that item's last
+// P V in a turn of its own (attn_sm90_issue_pending: under this item's set-up, its run cursor and
+// row parts), then this item's first S, and only then waits for that P V and runs the epilogue
+// (attn_sm90_finish_pending) while the S product runs. The last P V is not issued at the end of its
+// own item: a product in flight across the item loop's back edge made ptxas serialise every
+// wgmma of the kernel. O is staged, for 16-byte stores, in the warpgroup's 64 rows of the K tile
+// of the item's last stage -- not in Q, which the consumers hand back (q_empty) as soon as their
+// last S has landed, so the producer loads the next item's Q under the last softmax and P V. An
+// item without kv steps (every row masked) runs the pending epilogue, then writes its own rows
+// (attn_sm90_empty_rows) and hands Q back.
 template <class Prog, class Args, class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
                                                   const FwdWorkItem& w, unsigned base, int cw,
-                                                  RingSlot& slot, int nth) {
+                                                  RingSlot& slot, int nth,
+                                                  float (&o)[kHeadDim / 8][4],
+                                                  OnlineSoftmax<1>& sm, FwdPendingItem& pending) {
   using L = AttnFwdSm90Layout<kHeadDim>;
   constexpr int kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
@@ -370,22 +497,25 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   const unsigned q_rows = base + L::kQ + cw * 64 * 128;
   auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
   auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
+  attn_sm90_issue_pending<T, kHeadDim>(pending, base, cw, o);  // runs under this item's set-up
   KvStepCursor steps;
   steps.begin(p.mask, b, h, w.qt);
   const bool has_steps = steps.valid();
 
-  float o[kDN][4], s[1][16][4];
-  unsigned pf[8][4];
-#pragma unroll
-  for (int n = 0; n < kDN; ++n)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) o[n][c] = 0.f;
+  float s[1][16][4];
 #pragma unroll
   for (int n = 0; n < 16; ++n)
 #pragma unroll
     for (int c = 0; c < 4; ++c) s[0][n][c] = 0.f;
-  OnlineSoftmax<1> sm;
-  sm.init();
+  unsigned(&pf)[8][4] = pending.pf;  // P of the previous step: the pending item's until S lands
+  // This item's O and softmax state, once the pending epilogue has read the previous item's.
+  auto start_item = [&] {
+#pragma unroll
+    for (int n = 0; n < kDN; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o[n][c] = 0.f;
+    sm.init();
+  };
   // Where score_mod keeps the multi-function pipe busy per element (a soft-cap's tanh beside the
   // softmax's ex2: two of its operations per element, at 16 per clock, about the tensor pipe's
   // time for the step's two products at D 128), a quarter of the exponentials go to the FMA
@@ -446,102 +576,70 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
 
   mbar_wait(L::q_full(base), nth & 1);
   if (cw == 1) pass_turn();  // consumer 0 issues first
+  if (!has_steps) {
+    attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, cw, o, sm);
+    start_item();
+    if (cw == 0) take_turn();  // consume consumer 1's pass_turn
+    attn_sm90_empty_rows<kHeadDim>(p, w, cw);
+    mbar_arrive(L::q_empty(base));
+    return;
+  }
   RingSlot prev = slot;
-  if (has_steps) {
-    KvStep cur = steps.step;
-    steps.advance();
+  KvStep cur = steps.step;
+  steps.advance();
+  mbar_wait(L::full(base, slot.stage), slot.parity);
+  take_turn();
+  wgmma_fence();
+  attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
+  wgmma_commit();
+  pass_turn();
+  attn_sm90_finish_pending<T, kHeadDim, 1>(p, pending, base, cw, o, sm);  // under this S
+  start_item();
+  column_parts(cur);
+  wgmma_wait<0>();
+  pin_registers(s[0]);
+  float alpha[2];
+  bool rescale = scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
+  attn_sm90_pack_p<T>(pf, s[0]);
+  int prev_tiles = cur.tiles;
+  slot.advance<L::kStages>();
+
+  for (; steps.valid(); steps.advance()) {
+    cur = steps.step;
     mbar_wait(L::full(base, slot.stage), slot.parity);
     take_turn();
-    wgmma_fence();
-    attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
-    wgmma_commit();
+    // Branch around whole commit groups only: a branch inside one makes ptxas split it.
+    if (prev_tiles == 2)
+      attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, rescale, pf, q_rows,
+                                      L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
+    else
+      attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, rescale, pf, q_rows,
+                                      L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
     pass_turn();
     column_parts(cur);
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
     pin_registers(s[0]);
-    float alpha[2];
-    bool rescale = scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
-    attn_sm90_pack_p<T>(pf, s[0]);
-    int prev_tiles = cur.tiles;
-    slot.advance<L::kStages>();
-
-    for (; steps.valid(); steps.advance()) {
-      cur = steps.step;
-      mbar_wait(L::full(base, slot.stage), slot.parity);
-      take_turn();
-      // Branch around whole commit groups only: a branch inside one makes ptxas split it.
-      if (prev_tiles == 2)
-        attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, rescale, pf, q_rows,
-                                        L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
-      else
-        attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, rescale, pf, q_rows,
-                                        L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
-      pass_turn();
-      column_parts(cur);
-      wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
-      pin_registers(s[0]);
-      rescale = scores(cur, alpha);
-      wgmma_wait<0>();  // see the schedule note at the top: ptxas places this before the softmax
-      pin_registers(o);
-      pin_registers(pf);
-      mbar_arrive(L::empty(base, prev.stage));
-      attn_sm90_pack_p<T>(pf, s[0]);
-      prev = slot;
-      prev_tiles = cur.tiles;
-      slot.advance<L::kStages>();
-    }
-    // Every S of the item has landed: Q goes back to the producer, consumer 0 may stage in K.
-    mbar_arrive(L::q_empty(base));
-    if (cw == 1) named_barrier_arrive(kLastSBarrier, 256);
-
-    take_turn();
-    if (prev_tiles == 2)
-      attn_sm90_issue_pv<T, kHeadDim, 8>(o, alpha, rescale, pf, L::v_tile(base, prev.stage));
-    else
-      attn_sm90_issue_pv<T, kHeadDim, 4>(o, alpha, rescale, pf, L::v_tile(base, prev.stage));
-    pass_turn();
-    wgmma_wait<0>();
+    rescale = scores(cur, alpha);
+    wgmma_wait<0>();  // see the schedule note at the top: ptxas places this before the softmax
     pin_registers(o);
-    if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
+    pin_registers(pf);
+    mbar_arrive(L::empty(base, prev.stage));
+    attn_sm90_pack_p<T>(pf, s[0]);
+    prev = slot;
+    prev_tiles = cur.tiles;
+    slot.advance<L::kStages>();
   }
-  if (cw == 0) take_turn();  // consume consumer 1's last pass_turn
+  // Every S of the item has landed: Q goes back to the producer, consumer 0 may stage in K.
+  mbar_arrive(L::q_empty(base));
+  if (cw == 1) named_barrier_arrive(kLastSBarrier, 256);
 
-  // Epilogue: normalise, stage the warpgroup's rows (see above), then 16-byte stores; lse from
-  // the lanes holding column 0.
-  float inv[2], lse[2];
-  sm.finish(inv, lse);
-  const unsigned stage_base = has_steps ? L::k_tile(base, prev.stage) : base + L::kQ;
-  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
-#pragma unroll
-  for (int n = 0; n < kDN; ++n)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
-      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
-                     ((c & 7) << 1);
-      *reinterpret_cast<unsigned*>(staged + at) =
-          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
-    }
-  named_barrier_sync(kEpilogueBarrier + cw, 128);
-  unsigned short* out = p.out.head(b, h);
-  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
-#pragma unroll
-  for (int i = 0; i < kChunks / 128; ++i) {
-    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
-    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-    if (q0 + r < sh.seq_q)
-      *reinterpret_cast<uint4*>(out + (q0 + r) * p.out.stride_s + chunk * 8) =
-          *reinterpret_cast<const uint4*>(staged + at);
-  }
-  if (has_steps)
-    mbar_arrive(L::empty(base, prev.stage));  // this thread's staged reads are done
-  else
-    mbar_arrive(L::q_empty(base));
-  if ((lane & 3) == 0) {
-    float* out_lse = p.lse + (static_cast<long long>(b) * sh.heads_q + h) * sh.seq_q;
-    if (row0 < sh.seq_q) out_lse[row0] = lse[0];
-    if (row0 + 8 < sh.seq_q) out_lse[row0 + 8] = lse[1];
-  }
+  pending.w = w;
+  pending.stage = prev.stage;
+  pending.tiles = prev_tiles;
+  pending.alpha[0] = alpha[0];
+  pending.alpha[1] = alpha[1];
+  pending.rescale = rescale;
+  pending.valid = true;
 }
 
 template <class Prog, class Args, class T, int kHeadDim>
@@ -576,6 +674,10 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
   }
   setmaxnreg_inc<232>();
   RingSlot slot;
+  constexpr int kDN = kHeadDim / 8;
+  float o[kDN][4];
+  OnlineSoftmax<1> sm;
+  FwdPendingItem pending;
   const int items = FwdWorkItem::count(p);
   for (int n = 0;; ++n) {
     int item;
@@ -587,8 +689,10 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
     }
     if (item >= items) break;
     attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, wg - 1,
-                                               slot, n);
+                                               slot, n, o, sm, pending);
   }
+  attn_sm90_issue_pending<T, kHeadDim>(pending, base, wg - 1, o);
+  attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, wg - 1, o, sm);
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif
