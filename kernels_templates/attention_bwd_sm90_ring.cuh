@@ -5,7 +5,7 @@
 #pragma once
 
 #include "attention_bwd.cuh"
-#include "attention_fwd_sm90.cuh"
+#include "attention_fwd_sm90_ring.cuh"  // RingSlot
 
 namespace tjk {
 

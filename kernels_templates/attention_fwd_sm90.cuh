@@ -63,205 +63,20 @@
 //     between); one commit group per product; the accumulators and P are touched only after a
 //     wait_group that covers them (9.7.15.7).
 //
+// Files: the producer side (layout, kv steps, work items, ring slots, producer thread) is in
+// attention_fwd_sm90_ring.cuh, the consumers' item epilogue in attention_fwd_sm90_epilogue.cuh;
+// the products, the consumers and the kernel are here.
+//
 // Hooks: Prog::kMaskIsTrue, Prog::kScoreIsIdentity, Prog::mask_mod / score_mod, as in
 // attention_fwd.cuh. Launch: attention_fwd_sm90_kernel below, or a generated entry point with
 // __launch_bounds__(kAttnFwdSm90Threads, 1) calling attention_fwd_sm90_cta; dynamic shared memory
 // AttnFwdSm90Layout<D>::kBytes; the block mask built with block_q = 128, block_kv = 64.
 #pragma once
 
-#include "attention_fwd.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
+#include "attention_fwd_sm90_epilogue.cuh"
+#include "attention_fwd_sm90_ring.cuh"
 
 namespace tjk {
-
-constexpr int kAttnFwdSm90Threads = 384;
-constexpr int kAttnSm90BlockQ = 128;
-
-// The tensor maps of Q, K, V: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
-struct AttnFwdTmaMaps {
-  TmaDescriptor q, k, v;
-};
-
-// Shared memory, from a 1024-B aligned base: a block of mbarriers, the Q tile, then per stage
-// the K and the V tile of one step. A tile is kHeadDim / 64 column blocks of 128 rows x 128 B.
-template <int kHeadDim>
-struct AttnFwdSm90Layout {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper kernel supports D = 64 and 128");
-  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;
-  static constexpr int kColBlocks = kHeadDim / 64;
-  static constexpr int kBoxBytes = 64 * 128;        // one TMA box: 64 rows of 64 elements
-  static constexpr int kColBlockBytes = 128 * 128;  // 128 rows of one column block
-  static constexpr int kTileBytes = kColBlocks * kColBlockBytes;
-  static constexpr int kItems = 512;  // in the barrier block: two item indices (item n: n & 1)
-  static constexpr int kQ = 1024;     // after the barrier block
-  static constexpr int kStage0 = kQ + kTileBytes;
-  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
-  // Up to 1023 bytes are lost aligning the dynamic shared memory base.
-  static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
-
-  // Barrier addresses: q_full, full[kStages], empty[kStages], q_empty, item_full[2].
-  __device__ static unsigned q_full(unsigned base) { return base; }
-  __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
-  __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
-  __device__ static unsigned q_empty(unsigned base) { return base + 8 + 16 * kStages; }
-  __device__ static unsigned item_full(unsigned base, int n) {
-    return base + 16 + 16 * kStages + 8 * (n & 1);
-  }
-  __device__ static unsigned k_tile(unsigned base, int s) {
-    return base + kStage0 + s * kStageBytes;
-  }
-  __device__ static unsigned v_tile(unsigned base, int s) { return k_tile(base, s) + kTileBytes; }
-};
-
-// One step of the kv loop: `tiles` (1 or 2) consecutive block-mask tiles from `tile`, all full
-// or all partial.
-struct KvStep {
-  int tile, tiles;
-  bool full;
-};
-
-// Groups the tiles of a block-mask run list into steps; producer and consumers walk the same
-// list, so they agree on every step.
-struct KvStepCursor {
-  RunCursor runs;
-  KvStep step;
-
-  __device__ __forceinline__ void begin(const BlockMaskView& m, int b, int h, int qt) {
-    runs.begin(m.offsets, m.runs, m.list_index(b, h, qt, m.q_tiles));
-    advance();
-  }
-  __device__ __forceinline__ bool valid() const { return step.tiles > 0; }
-  __device__ __forceinline__ void advance() {
-    step.tiles = 0;
-    if (!runs.valid()) return;
-    step.tile = runs.tile();
-    step.full = runs.full();
-    step.tiles = 1;
-    runs.next();
-    if (runs.valid() && runs.tile() == step.tile + 1 && runs.full() == step.full) {
-      step.tiles = 2;
-      runs.next();
-    }
-  }
-};
-
-// The work items (b, h, q tile), numbered longest first for triangular masks: q tiles from the
-// last, every (b, h) of a q tile next to each other (CTAs running together share K and V in L2).
-// Two ways to share them out, the runtime's choice (p.work):
-//   - fixed shares (p.work null), where the items never grow in that order: CTA c takes, in round
-//     k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when k is odd
-//     (G = gridDim.x). A plain stride would give CTA 0 the largest item of every round (6% more
-//     work than the average on a causal mask at 8k); the snake pairs a larger with a smaller,
-//     and the CTAs sharing K and V stay in step.
-//   - one at a time from the counter p.work[0], in order, elsewhere: a document mask's items
-//     follow the documents, not the q tile, and fixed shares left its SMs 11% idle at the end.
-struct FwdWorkItem {
-  int b, h, hk, qt, q0;
-
-  __device__ __forceinline__ static int count(const AttentionFwdParams& p) {
-    return p.shape.batch * p.shape.heads_q * p.mask.q_tiles;
-  }
-  // This CTA's n-th item with fixed shares (>= count(p) once the CTA is done).
-  __device__ __forceinline__ static int fixed_share(int n) {
-    return n * gridDim.x + ((n & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
-  }
-  // The producer's next item: from the counter, or the CTA's n-th fixed share. The counter's
-  // value goes through a shuffle, so ptxas treats it as warp-uniform: without it the consumers'
-  // run cursors left the uniform registers too (their SASS, with fixed shares as well), and the
-  // D = 64 causal forward ran 3% slower.
-  __device__ __forceinline__ static int take(const AttentionFwdParams& p, int n) {
-    return p.work ? __shfl_sync(1u, atomicAdd(p.work, 1), 0) : fixed_share(n);
-  }
-  __device__ __forceinline__ static FwdWorkItem at(const AttentionFwdParams& p, int item) {
-    const AttnShape& sh = p.shape;
-    const int bh_count = sh.batch * sh.heads_q, bh = item % bh_count;
-    FwdWorkItem w;
-    w.b = bh / sh.heads_q;
-    w.h = bh % sh.heads_q;
-    w.hk = w.h / (sh.heads_q / sh.heads_kv);
-    w.qt = p.mask.q_tiles - 1 - item / bh_count;
-    w.q0 = w.qt * kAttnSm90BlockQ;
-    return w;
-  }
-};
-
-// Where a step's stage lives and which pass over the ring it is.
-struct RingSlot {
-  int stage = 0;
-  unsigned parity = 0;
-
-  template <int kStages>
-  __device__ __forceinline__ void advance() {
-    if (++stage == kStages) stage = 0, parity ^= 1;
-  }
-};
-
-// The producer thread, for each work item it takes (FwdWorkItem::take): the Q tile once the
-// consumers are done with the previous item's (q_empty), with the counter the index of the item
-// after it for the consumers (so they find their next item's runs and hook parts while its Q
-// loads; with fixed shares they work their items out themselves), then K and V
-// of every step into the ring, which runs on across items. The last index it hands on is past
-// the end. With the counter, the CTA's last act is counting itself done (p.work[1]); the last CTA
-// to do so resets both counters for the next launch (every CTA took its last index before).
-template <int kHeadDim>
-__device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
-                                                  const AttnFwdTmaMaps& maps, unsigned base,
-                                                  unsigned char* smem) {
-  using L = AttnFwdSm90Layout<kHeadDim>;
-  tma_prefetch_descriptor(&maps.q);
-  if (p.shape.seq_kv > 0) {  // without keys K and V may have no map
-    tma_prefetch_descriptor(&maps.k);
-    tma_prefetch_descriptor(&maps.v);
-  }
-  RingSlot slot;
-  const int items = FwdWorkItem::count(p);
-  volatile int* item_slot = reinterpret_cast<volatile int*>(smem + L::kItems);
-  auto hand_on = [&](int n, int item) {  // fixed shares: the consumers work out their own
-    if (!p.work) return;
-    item_slot[n & 1] = item;
-    mbar_arrive(L::item_full(base, n));
-  };
-  int item = FwdWorkItem::take(p, 0);
-  hand_on(0, item);
-  for (int n = 0; item < items; ++n) {
-    const FwdWorkItem w = FwdWorkItem::at(p, item);
-    KvStepCursor steps;
-    steps.begin(p.mask, w.b, w.h, w.qt);
-    const int next = FwdWorkItem::take(p, n + 1);  // under the wait for q_empty
-    if (n > 0) mbar_wait(L::q_empty(base), (n - 1) & 1);
-    mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
-#pragma unroll
-    for (int cb = 0; cb < L::kColBlocks; ++cb)
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        tma_load_4d(base + L::kQ + cb * L::kColBlockBytes + half * L::kBoxBytes, &maps.q, 64 * cb,
-                    w.q0 + 64 * half, w.h, w.b, L::q_full(base));
-    hand_on(n + 1, next);
-    for (; steps.valid(); steps.advance()) {
-      const KvStep st = steps.step;
-      const unsigned full = L::full(base, slot.stage);
-      mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
-      mbar_arrive_expect_tx(full, 2 * st.tiles * L::kColBlocks * L::kBoxBytes);
-      for (int t = 0; t < st.tiles; ++t)
-#pragma unroll
-        for (int cb = 0; cb < L::kColBlocks; ++cb) {
-          const unsigned at = cb * L::kColBlockBytes + t * L::kBoxBytes;
-          const int row = (st.tile + t) * kAttnBlockKV;
-          tma_load_4d(L::k_tile(base, slot.stage) + at, &maps.k, 64 * cb, row, w.hk, w.b, full);
-          tma_load_4d(L::v_tile(base, slot.stage) + at, &maps.v, 64 * cb, row, w.hk, w.b, full);
-        }
-      slot.advance<L::kStages>();
-    }
-    item = next;
-  }
-  if (!p.work) return;
-  __threadfence();
-  if (atomicAdd(p.work + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-    atomicExch(p.work, 0);
-    atomicExch(p.work + 1, 0);
-  }
-}
 
 // S = Q K^T for the warpgroup's 64 rows and the stage's 128 K rows: `q_rows` is the address of
 // the warpgroup's first row in Q's first column block, `k` the stage's K tile.
@@ -338,70 +153,6 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
-// Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
-// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
-constexpr int kSchedBarrier = 1;     // + consumer index
-constexpr int kEpilogueBarrier = 3;  // + consumer index
-constexpr int kLastSBarrier = 5;
-
-// An item whose last softmax is done and whose last P V and epilogue are left to the next
-// item's start (attn_sm90_consume): its rows, the ring stage of its last step, and that step's P
-// (A fragments), rescale factors and tile count.
-struct FwdPendingItem {
-  FwdWorkItem w;
-  int stage, tiles;
-  unsigned pf[8][4];
-  float alpha[2];
-  bool rescale;
-  bool valid = false;
-};
-
-// A consumer warpgroup's epilogue for item w: normalise O, stage the warpgroup's rows in shared
-// memory at `stage_base` (Q's geometry), then 16-byte stores; lse from the lanes holding column
-// 0. `release` (an mbarrier) is arrived on once this thread's staged reads are done.
-template <class T, int kHeadDim>
-__device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
-                                                   const FwdWorkItem& w, int cw,
-                                                   const float (&o)[kHeadDim / 8][4],
-                                                   OnlineSoftmax<1>& sm, unsigned stage_base,
-                                                   unsigned release) {
-  using L = AttnFwdSm90Layout<kHeadDim>;
-  constexpr int kDN = kHeadDim / 8;
-  const AttnShape& sh = p.shape;
-  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
-  const int row0 = w.q0 + 64 * cw + 16 * warp + (lane >> 2);
-  float inv[2], lse[2];
-  sm.finish(inv, lse);
-  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
-#pragma unroll
-  for (int n = 0; n < kDN; ++n)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
-      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
-                     ((c & 7) << 1);
-      *reinterpret_cast<unsigned*>(staged + at) =
-          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
-    }
-  named_barrier_sync(kEpilogueBarrier + cw, 128);
-  unsigned short* out = p.out.head(w.b, w.h);
-  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
-#pragma unroll
-  for (int i = 0; i < kChunks / 128; ++i) {
-    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
-    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-    if (w.q0 + r < sh.seq_q)
-      *reinterpret_cast<uint4*>(out + (w.q0 + r) * p.out.stride_s + chunk * 8) =
-          *reinterpret_cast<const uint4*>(staged + at);
-  }
-  mbar_arrive(release);
-  if ((lane & 3) == 0) {
-    float* out_lse = p.lse + (static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q;
-    if (row0 < sh.seq_q) out_lse[row0] = lse[0];
-    if (row0 + 8 < sh.seq_q) out_lse[row0 + 8] = lse[1];
-  }
-}
-
 // Issues the last P V of `pending` (if any) in a turn of its own. Consumer 0 then takes the
 // turn consumer 1 passes after its own (each item starts with consumer 0's turn).
 template <class T, int kHeadDim>
@@ -419,50 +170,6 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
                                        L::v_tile(base, pending.stage));
   named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256);
   if (cw == 0) named_barrier_sync(kSchedBarrier + cw, 256);
-}
-
-// The epilogue of an item without kv steps (every row masked): zeros for its rows' output, -inf
-// for their lse, straight from registers (no staging: a second instance of the staged epilogue
-// in the item loop took its run cursor and descriptors out of ptxas's uniform datapath).
-template <int kHeadDim>
-__device__ __forceinline__ void attn_sm90_empty_rows(const AttentionFwdParams& p,
-                                                     const FwdWorkItem& w, int cw) {
-  constexpr int kDN = kHeadDim / 8;
-  const AttnShape& sh = p.shape;
-  const int thread = threadIdx.x & 127;
-  unsigned short* out = p.out.head(w.b, w.h);
-#pragma unroll
-  for (int i = 0; i < 64 * kDN / 128; ++i) {
-    const int idx = i * 128 + thread, r = w.q0 + 64 * cw + idx / kDN, chunk = idx % kDN;
-    if (r < sh.seq_q)
-      *reinterpret_cast<uint4*>(out + r * p.out.stride_s + chunk * 8) = make_uint4(0, 0, 0, 0);
-  }
-  if (thread < 64 && w.q0 + 64 * cw + thread < sh.seq_q)
-    p.lse[(static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q + w.q0 + 64 * cw + thread] =
-        neg_inf();
-}
-
-// The epilogue of `pending` (if any), once its last P V has landed: `kInFlight` products issued
-// after it may still run. Its rows are staged in the K tile of its last stage, which both
-// warpgroups' last S products read: consumer 1 gets here after consumer 0 has passed the turn
-// that follows its last softmax (so after consumer 0's last S landed); consumer 0 waits for
-// consumer 1's arrival on kLastSBarrier. The stage is released once the staged rows are read.
-template <class T, int kHeadDim, int kInFlight>
-__device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParams& p,
-                                                         FwdPendingItem& pending, unsigned base,
-                                                         int cw, float (&o)[kHeadDim / 8][4],
-                                                         OnlineSoftmax<1>& sm) {
-  using L = AttnFwdSm90Layout<kHeadDim>;
-  // The wait is on every path: one behind a branch makes ptxas add its own on the other paths
-  // (O is written there while, as far as it can tell, a product into O may still run) and
-  // serialise every wgmma of the kernel.
-  wgmma_wait<kInFlight>();
-  pin_registers(o);
-  if (!pending.valid) return;
-  if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
-  attn_sm90_epilogue<T, kHeadDim>(p, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
-                                  L::empty(base, pending.stage));
-  pending.valid = false;
 }
 
 // A consumer warpgroup (cw = 0 or 1) on one work item: rows q0 + 64 cw .. + 63 of its tile.

@@ -1,0 +1,119 @@
+// The consumers' item epilogue of the Hopper attention forward (attention_fwd_sm90.cuh, whose
+// note at attn_sm90_consume gives the schedule): the named barriers of the consumer warpgroups,
+// the item whose epilogue is pending, the epilogue itself (normalise O, stage it in shared memory,
+// 16-byte stores, lse) and that of an item without kv steps.
+#pragma once
+
+#include "attention_fwd_sm90_ring.cuh"
+
+namespace tjk {
+
+// Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
+// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
+constexpr int kSchedBarrier = 1;     // + consumer index
+constexpr int kEpilogueBarrier = 3;  // + consumer index
+constexpr int kLastSBarrier = 5;
+
+// An item whose last softmax is done and whose last P V and epilogue are left to the next
+// item's start (attn_sm90_consume): its rows, the ring stage of its last step, and that step's P
+// (A fragments), rescale factors and tile count.
+struct FwdPendingItem {
+  FwdWorkItem w;
+  int stage, tiles;
+  unsigned pf[8][4];
+  float alpha[2];
+  bool rescale;
+  bool valid = false;
+};
+
+// A consumer warpgroup's epilogue for item w: normalise O, stage the warpgroup's rows in shared
+// memory at `stage_base` (Q's geometry), then 16-byte stores; lse from the lanes holding column
+// 0. `release` (an mbarrier) is arrived on once this thread's staged reads are done.
+template <class T, int kHeadDim>
+__device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
+                                                   const FwdWorkItem& w, int cw,
+                                                   const float (&o)[kHeadDim / 8][4],
+                                                   OnlineSoftmax<1>& sm, unsigned stage_base,
+                                                   unsigned release) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  constexpr int kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
+  const int row0 = w.q0 + 64 * cw + 16 * warp + (lane >> 2);
+  float inv[2], lse[2];
+  sm.finish(inv, lse);
+  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
+#pragma unroll
+  for (int n = 0; n < kDN; ++n)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
+      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
+                     ((c & 7) << 1);
+      *reinterpret_cast<unsigned*>(staged + at) =
+          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
+    }
+  named_barrier_sync(kEpilogueBarrier + cw, 128);
+  unsigned short* out = p.out.head(w.b, w.h);
+  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
+#pragma unroll
+  for (int i = 0; i < kChunks / 128; ++i) {
+    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
+    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    if (w.q0 + r < sh.seq_q)
+      *reinterpret_cast<uint4*>(out + (w.q0 + r) * p.out.stride_s + chunk * 8) =
+          *reinterpret_cast<const uint4*>(staged + at);
+  }
+  mbar_arrive(release);
+  if ((lane & 3) == 0) {
+    float* out_lse = p.lse + (static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q;
+    if (row0 < sh.seq_q) out_lse[row0] = lse[0];
+    if (row0 + 8 < sh.seq_q) out_lse[row0 + 8] = lse[1];
+  }
+}
+
+// The epilogue of an item without kv steps (every row masked): zeros for its rows' output, -inf
+// for their lse, straight from registers (no staging: a second instance of the staged epilogue
+// in the item loop took its run cursor and descriptors out of ptxas's uniform datapath).
+template <int kHeadDim>
+__device__ __forceinline__ void attn_sm90_empty_rows(const AttentionFwdParams& p,
+                                                     const FwdWorkItem& w, int cw) {
+  constexpr int kDN = kHeadDim / 8;
+  const AttnShape& sh = p.shape;
+  const int thread = threadIdx.x & 127;
+  unsigned short* out = p.out.head(w.b, w.h);
+#pragma unroll
+  for (int i = 0; i < 64 * kDN / 128; ++i) {
+    const int idx = i * 128 + thread, r = w.q0 + 64 * cw + idx / kDN, chunk = idx % kDN;
+    if (r < sh.seq_q)
+      *reinterpret_cast<uint4*>(out + r * p.out.stride_s + chunk * 8) = make_uint4(0, 0, 0, 0);
+  }
+  if (thread < 64 && w.q0 + 64 * cw + thread < sh.seq_q)
+    p.lse[(static_cast<long long>(w.b) * sh.heads_q + w.h) * sh.seq_q + w.q0 + 64 * cw + thread] =
+        neg_inf();
+}
+
+// The epilogue of `pending` (if any), once its last P V has landed: `kInFlight` products issued
+// after it may still run. Its rows are staged in the K tile of its last stage, which both
+// warpgroups' last S products read: consumer 1 gets here after consumer 0 has passed the turn
+// that follows its last softmax (so after consumer 0's last S landed); consumer 0 waits for
+// consumer 1's arrival on kLastSBarrier. The stage is released once the staged rows are read.
+template <class T, int kHeadDim, int kInFlight>
+__device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParams& p,
+                                                         FwdPendingItem& pending, unsigned base,
+                                                         int cw, float (&o)[kHeadDim / 8][4],
+                                                         OnlineSoftmax<1>& sm) {
+  using L = AttnFwdSm90Layout<kHeadDim>;
+  // The wait is on every path: one behind a branch makes ptxas add its own on the other paths
+  // (O is written there while, as far as it can tell, a product into O may still run) and
+  // serialise every wgmma of the kernel.
+  wgmma_wait<kInFlight>();
+  pin_registers(o);
+  if (!pending.valid) return;
+  if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
+  attn_sm90_epilogue<T, kHeadDim>(p, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
+                                  L::empty(base, pending.stage));
+  pending.valid = false;
+}
+
+}  // namespace tjk
