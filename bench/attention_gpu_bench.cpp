@@ -4,6 +4,7 @@
 // elements (forward 4·B·Hq·D·pairs, backward 2.5× that), like the peers.
 //
 //   attention_gpu_bench [--quick] [--masks causal,alibi_causal] [--shapes "B,H,S,D,Hkv;..."]
+//                       [--windows 1024,4096] (the sliding-window cases, sliding_window_<w>)
 //                       [--reps N] [--no-scaling] [--spacer-mb N] > attention.jsonl
 //
 // --spacer-mb N allocates N MiB before the first shape's tensors, so every buffer lands
@@ -113,7 +114,7 @@ struct MaskCase {
   double density = 0;  // fraction of (q, kv) pairs unmasked
 };
 
-std::vector<MaskCase> mask_cases(int B, int H, int S) {
+std::vector<MaskCase> mask_cases(int B, int H, int S, const std::vector<int>& windows) {
   std::mt19937 rng(S + H);
   std::vector<MaskCase> cases;
   auto add = [&](std::string name, const char* program) {
@@ -124,12 +125,14 @@ std::vector<MaskCase> mask_cases(int B, int H, int S) {
   double causal_pairs = double(S) * (S + 1) / 2;
   add("causal", "causal")->density = causal_pairs / pairs;
 
-  MaskCase* c = add("sliding_window_1024", "sliding_window");
-  const int window = 1024;
-  c->host.param("window", window), c->device.param("window", window);
-  double sw = 0;
-  for (int q = 0; q < S; ++q) sw += std::min(q + 1, window);
-  c->density = sw / pairs;
+  MaskCase* c = nullptr;
+  for (int window : windows) {
+    c = add(fmt::format("sliding_window_{}", window), "sliding_window");
+    c->host.param("window", window), c->device.param("window", window);
+    double sw = 0;
+    for (int q = 0; q < S; ++q) sw += std::min(q + 1, window);
+    c->density = sw / pairs;
+  }
 
   c = add("document_causal", "document_causal");
   std::vector<int32_t> doc1 = peer_documents(S, rng), doc;
@@ -181,6 +184,7 @@ struct BenchOptions {
   std::vector<std::array<int, 5>> shapes;  // B, H, S, D, Hkv; empty: the default list
   bool scaling = true;                // the mask-analysis scaling rows
   int spacer_mb = 0;                  // allocated before the tensors (memory placement)
+  std::vector<int> windows{1024};     // the sliding-window cases' windows
 };
 
 bool wanted(const BenchOptions& o, const std::string& mask) {
@@ -197,7 +201,7 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
          dv = device_tensor(DType::BF16, {B, Hkv, S, D}, "dv");
   const double dense_fwd = 4.0 * B * H * double(S) * S * D;
   const int reps = opt.reps;
-  for (MaskCase& c : mask_cases(B, H, S)) {
+  for (MaskCase& c : mask_cases(B, H, S, opt.windows)) {
     if (!wanted(opt, c.name)) continue;
     std::vector<std::vector<uint8_t>> host_copies;
     bind_host_buffers(c, host_copies);
@@ -305,6 +309,9 @@ int main(int argc, char** argv) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--spacer-mb" && has_value) {
       opt.spacer_mb = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--windows" && has_value) {
+      opt.windows.clear();
+      for (const std::string& w : split(argv[++i], ',')) opt.windows.push_back(std::stoi(w));
     } else if (a == "--no-scaling") {
       opt.scaling = false;
     } else {
