@@ -145,22 +145,6 @@ __device__ __forceinline__ void attn_bwd_sm90_dq(float (&acc)[8][4], unsigned ds
                                     smem_descriptor_advance(b, kk * 16 * 128), kk > 0);
 }
 
-// Stores the consumer's dS^T fragments (rows 64 cw + 16 warp + g (+ 8), q columns) into the
-// swizzled dS^T buffer at shared address `ds`: per k16 slice one stmatrix of its four 8 x 8
-// matrices (rows + 0 / + 8, columns + 0 / + 8, the order of the fragment's registers).
-template <int kK16>
-__device__ __forceinline__ void attn_bwd_sm90_store_ds(unsigned ds, const unsigned (&f)[kK16][4],
-                                                       int cw, int warp, int lane) {
-  const int j = lane >> 3;  // the matrix whose row this lane addresses
-  const int r = 64 * cw + 16 * warp + (lane & 7) + 8 * (j & 1);
-#pragma unroll
-  for (int kk = 0; kk < kK16; ++kk) {
-    const int c = 16 * kk + 8 * (j >> 1);
-    const unsigned at = (c >> 6) * (128 * 128) + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4);
-    stmatrix_x4(ds + at, f[kk][0], f[kk][1], f[kk][2], f[kk][3]);
-  }
-}
-
 // Stores a 64 x 64 dQ accumulator block (this thread: rows 16 warp + g (+ 8), columns 8n + 2t
 // (+ 1)) into a dQ buffer (generic pointer into shared memory) as the TMA reduction reads it: two
 // boxes of 32 columns, rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r & 7). A warp's
@@ -457,7 +441,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       // Buffer step % 2 held dS^T of step - 2: the other consumer's dQ product of it has landed.
       if (step >= 2) read_other(step - 2);
       clock_of.lap(kPhaseReadOther);
-      attn_bwd_sm90_store_ds(ds_buf, dsf, cw, warp, lane);
+      stmatrix_rows_sw128(ds_buf, dsf, 64 * cw + 16 * warp, lane);  // dS^T
     }
     wgmma_fence();
     attn_bwd_sm90_accumulate<T, kHeadDim>(dk, dsf, q_tile);

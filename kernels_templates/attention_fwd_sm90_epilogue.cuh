@@ -27,8 +27,9 @@ struct FwdPendingItem {
 };
 
 // A consumer warpgroup's epilogue for item w: normalise O, stage the warpgroup's rows in shared
-// memory at `stage_base` (Q's geometry), then 16-byte stores; lse from the lanes holding column
-// 0. `release` (an mbarrier) is arrived on once this thread's staged reads are done.
+// memory at `stage_base` (Q's geometry, one stmatrix per k16 slice of O's normalised 16-bit
+// fragments), then 16-byte stores; lse from the lanes holding column 0. `release` (an mbarrier)
+// is arrived on once this thread's staged reads are done.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
                                                    const FwdWorkItem& w, int cw,
@@ -42,17 +43,18 @@ __device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
   const int row0 = w.q0 + 64 * cw + 16 * warp + (lane >> 2);
   float inv[2], lse[2];
   sm.finish(inv, lse);
-  unsigned char* staged = reinterpret_cast<unsigned char*>(__cvta_shared_to_generic(stage_base));
+  unsigned f[kDN / 2][4];  // O normalised, as 16-bit A fragments (attn_sm90_pack_p's order)
 #pragma unroll
-  for (int n = 0; n < kDN; ++n)
+  for (int kk = 0; kk < kDN / 2; ++kk)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = 64 * cw + 16 * warp + (lane >> 2) + 8 * half, c = 8 * n + 2 * (lane & 3);
-      const int at = (c >> 6) * L::kColBlockBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
-                     ((c & 7) << 1);
-      *reinterpret_cast<unsigned*>(staged + at) =
-          ElemOps<T>::pack(o[n][2 * half] * inv[half], o[n][2 * half + 1] * inv[half]);
+      f[kk][2 * half] = ElemOps<T>::pack(o[2 * kk + half][0] * inv[0], o[2 * kk + half][1] * inv[0]);
+      f[kk][2 * half + 1] =
+          ElemOps<T>::pack(o[2 * kk + half][2] * inv[1], o[2 * kk + half][3] * inv[1]);
     }
+  stmatrix_rows_sw128(stage_base, f, 64 * cw + 16 * warp, lane);
+  const unsigned char* staged =
+      reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(stage_base));
   named_barrier_sync(kEpilogueBarrier + cw, 128);
   unsigned short* out = p.out.head(w.b, w.h);
   constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows

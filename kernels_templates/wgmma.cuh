@@ -85,6 +85,23 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
                : "memory");
 }
 
+// Stores a warp's 16 rows (from `row0`) of 16-bit A fragments (f[kk]: columns 16 kk .. + 15, the
+// registers in the order rows + 0 / + 8, columns + 0 / + 8) into a tile at shared address `tile`
+// laid out as the 128-byte-swizzle operands are: per 64-column block 128 rows of 128 B (16384 B),
+// 16-byte chunk c of row r at chunk c ^ (r & 7). One stmatrix per k16 slice.
+template <int kK16>
+__device__ __forceinline__ void stmatrix_rows_sw128(unsigned tile, const unsigned (&f)[kK16][4],
+                                                    int row0, int lane) {
+  const int j = lane >> 3;  // the matrix whose row this lane addresses
+  const int r = row0 + (lane & 7) + 8 * (j & 1);
+#pragma unroll
+  for (int kk = 0; kk < kK16; ++kk) {
+    const int c = 16 * kk + 8 * (j >> 1);
+    const unsigned at = (c >> 6) * (128 * 128) + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4);
+    stmatrix_x4(tile + at, f[kk][0], f[kk][1], f[kk][2], f[kk][3]);
+  }
+}
+
 // Makes this thread's ordinary shared-memory writes visible to the async proxy, which is how
 // wgmma reads its shared-memory operands (PTX ISA 9.7.13.4 fence.proxy.async): between writing
 // a tile with st.shared and the barrier after which a wgmma reads it.
