@@ -48,9 +48,9 @@ __device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
   for (int kk = 0; kk < kDN / 2; ++kk)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      f[kk][2 * half] = ElemOps<T>::pack(o[2 * kk + half][0] * inv[0], o[2 * kk + half][1] * inv[0]);
-      f[kk][2 * half + 1] =
-          ElemOps<T>::pack(o[2 * kk + half][2] * inv[1], o[2 * kk + half][3] * inv[1]);
+      const float(&on)[4] = o[2 * kk + half];
+      f[kk][2 * half] = ElemOps<T>::pack(on[0] * inv[0], on[1] * inv[0]);
+      f[kk][2 * half + 1] = ElemOps<T>::pack(on[2] * inv[1], on[3] * inv[1]);
     }
   stmatrix_rows_sw128(stage_base, f, 64 * cw + 16 * warp, lane);
   const unsigned char* staged =
