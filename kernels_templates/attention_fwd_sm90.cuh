@@ -178,8 +178,8 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
 //
 // The epilogue runs one item late, so the tensor pipe works on the next item while an item is
 // normalised and stored. An item ends with its last softmax; the next call issues that item's last
-// P V in a turn of its own (attn_sm90_issue_pending: under this item's set-up, its run cursor and
-// row parts), then this item's first S, and only then waits for that P V and runs the epilogue
+// P V in a turn of its own (attn_sm90_issue_pending: under this item's set-up, its row parts),
+// then this item's first S, and only then waits for that P V and runs the epilogue
 // (attn_sm90_finish_pending) while the S product runs. The last P V is not issued at the end of its
 // own item: a product in flight across the item loop's back edge made ptxas serialise every
 // wgmma of the kernel. O is staged, for 16-byte stores, in the warpgroup's 64 rows of the K tile
@@ -189,7 +189,8 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
 // (attn_sm90_empty_rows) and hands Q back.
 template <class Prog, class Args, class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
-                                                  const FwdWorkItem& w, unsigned base, int cw,
+                                                  const FwdWorkItem& w, unsigned base,
+                                                  const unsigned char* smem, int cw,
                                                   RingSlot& slot, int nth,
                                                   float (&o)[kHeadDim / 8][4],
                                                   OnlineSoftmax<1>& sm, FwdPendingItem& pending) {
@@ -205,9 +206,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
   auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
   attn_sm90_issue_pending<T, kHeadDim>(pending, base, cw, o);  // runs under this item's set-up
-  KvStepCursor steps;
-  steps.begin(p.mask, b, h, w.qt);
-  const bool has_steps = steps.valid();
+  // The steps as the producer publishes them, one record per stage (KvStep::record).
+  const volatile int* records = reinterpret_cast<const volatile int*>(smem + L::kStepRecords);
 
   float s[1][16][4];
 #pragma unroll
@@ -283,7 +283,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
 
   mbar_wait(L::q_full(base), nth & 1);
   if (cw == 1) pass_turn();  // consumer 0 issues first
-  if (!has_steps) {
+  if (!*reinterpret_cast<const volatile int*>(smem + L::kItemHasSteps)) {
     attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, cw, o, sm);
     start_item();
     if (cw == 0) take_turn();  // consume consumer 1's pass_turn
@@ -292,9 +292,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
     return;
   }
   RingSlot prev = slot;
-  KvStep cur = steps.step;
-  steps.advance();
   mbar_wait(L::full(base, slot.stage), slot.parity);
+  KvStep cur = KvStep::from_record(records + slot.stage);
   take_turn();
   wgmma_fence();
   attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
@@ -311,9 +310,9 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   int prev_tiles = cur.tiles;
   slot.advance<L::kStages>();
 
-  for (; steps.valid(); steps.advance()) {
-    cur = steps.step;
+  while (!cur.last) {
     mbar_wait(L::full(base, slot.stage), slot.parity);
+    cur = KvStep::from_record(records + slot.stage);
     take_turn();
     // Branch around whole commit groups only: a branch inside one makes ptxas split it.
     if (prev_tiles == 2)
@@ -395,8 +394,8 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
       item = FwdWorkItem::fixed_share(n);
     }
     if (item >= items) break;
-    attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, wg - 1,
-                                               slot, n, o, sm, pending);
+    attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, smem,
+                                               wg - 1, slot, n, o, sm, pending);
   }
   attn_sm90_issue_pending<T, kHeadDim>(pending, base, wg - 1, o);
   attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, wg - 1, o, sm);

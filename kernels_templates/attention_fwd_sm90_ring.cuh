@@ -29,6 +29,8 @@ struct AttnFwdSm90Layout {
   static constexpr int kColBlockBytes = 128 * 128;  // 128 rows of one column block
   static constexpr int kTileBytes = kColBlocks * kColBlockBytes;
   static constexpr int kItems = 512;  // in the barrier block: two item indices (item n: n & 1)
+  static constexpr int kItemHasSteps = 520;  // whether the item whose Q is loading has kv steps
+  static constexpr int kStepRecords = 528;   // per stage, the step it holds (KvStep::record)
   static constexpr int kQ = 1024;     // after the barrier block
   static constexpr int kStage0 = kQ + kTileBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
@@ -50,14 +52,24 @@ struct AttnFwdSm90Layout {
 };
 
 // One step of the kv loop: `tiles` (1 or 2) consecutive block-mask tiles from `tile`, all full
-// or all partial.
+// or all partial; `last` on an item's last step. The producer publishes each step as a record
+// with its stage, so the consumers never walk the runs themselves.
 struct KvStep {
   int tile, tiles;
-  bool full;
+  bool full, last;
+
+  __device__ __forceinline__ int record() const {
+    return tile << 3 | (last ? 4 : 0) | (full ? 2 : 0) | (tiles - 1);
+  }
+  // Read by all 32 lanes; the shuffle makes the record warp-uniform to ptxas, which keeps the
+  // consumers' branches on it uniform.
+  __device__ __forceinline__ static KvStep from_record(const volatile int* at) {
+    const int r = __shfl_sync(0xffffffffu, *at, 0);
+    return {r >> 3, (r & 1) + 1, (r & 2) != 0, (r & 4) != 0};
+  }
 };
 
-// Groups the tiles of a block-mask run list into steps; producer and consumers walk the same
-// list, so they agree on every step.
+// Groups the tiles of a block-mask run list into steps (the producer's walk).
 struct KvStepCursor {
   RunCursor runs;
   KvStep step;
@@ -78,6 +90,7 @@ struct KvStepCursor {
       step.tiles = 2;
       runs.next();
     }
+    step.last = !runs.valid();  // the cursor already stands on the next step's first tile
   }
 };
 
@@ -133,12 +146,14 @@ struct RingSlot {
 };
 
 // The producer thread, for each work item it takes (FwdWorkItem::take): the Q tile once the
-// consumers are done with the previous item's (q_empty), with the counter the index of the item
-// after it for the consumers (so they find their next item's runs and hook parts while its Q
-// loads; with fixed shares they work their items out themselves), then K and V
-// of every step into the ring, which runs on across items. The last index it hands on is past
-// the end. With the counter, the CTA's last act is counting itself done (p.work[1]); the last CTA
-// to do so resets both counters for the next launch (every CTA took its last index before).
+// consumers are done with the previous item's (q_empty), with whether the item has kv steps, and
+// with the counter the index of the item after it for the consumers (so they find their next
+// item's hook parts while its Q loads; with fixed shares they work their items out themselves),
+// then K and V of every step into the ring, which runs on across items, each with its step's
+// record (published by the arrive on full[s], read once the consumers' wait on it returns). The
+// last index it hands on is past the end. With the counter, the CTA's last act is counting itself
+// done (p.work[1]); the last CTA to do so resets both counters for the next launch (every CTA
+// took its last index before).
 template <int kHeadDim>
 __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
                                                   const AttnFwdTmaMaps& maps, unsigned base,
@@ -152,6 +167,8 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
   RingSlot slot;
   const int items = FwdWorkItem::count(p);
   volatile int* item_slot = reinterpret_cast<volatile int*>(smem + L::kItems);
+  volatile int* has_steps = reinterpret_cast<volatile int*>(smem + L::kItemHasSteps);
+  volatile int* records = reinterpret_cast<volatile int*>(smem + L::kStepRecords);
   auto hand_on = [&](int n, int item) {  // fixed shares: the consumers work out their own
     if (!p.work) return;
     item_slot[n & 1] = item;
@@ -165,6 +182,7 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
     steps.begin(p.mask, w.b, w.h, w.qt);
     const int next = FwdWorkItem::take(p, n + 1);  // under the wait for q_empty
     if (n > 0) mbar_wait(L::q_empty(base), (n - 1) & 1);
+    *has_steps = steps.valid();
     mbar_arrive_expect_tx(L::q_full(base), L::kTileBytes);
 #pragma unroll
     for (int cb = 0; cb < L::kColBlocks; ++cb)
@@ -177,6 +195,7 @@ __device__ __forceinline__ void attn_sm90_produce(const AttentionFwdParams& p,
       const KvStep st = steps.step;
       const unsigned full = L::full(base, slot.stage);
       mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+      records[slot.stage] = st.record();
       mbar_arrive_expect_tx(full, 2 * st.tiles * L::kColBlocks * L::kBoxBytes);
       for (int t = 0; t < st.tiles; ++t)
 #pragma unroll

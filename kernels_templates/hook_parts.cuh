@@ -73,6 +73,11 @@ TJ_DECLARED_FLAG(GradReadsScore, kGradReadsScore, true);
 // exponentials to the FMA pipe (fma_exp2).
 TJ_DECLARED_FLAG(ScoreUsesXu, kScoreUsesXu, false);
 
+// Whether mask_mod reads a captured buffer, itself or through its parts (marked
+// `kMaskReadsBuffers`; assumed where not marked). A mask that reads none is evaluated without
+// branches, at out-of-range positions too, its result discarded there (element_logit).
+TJ_DECLARED_FLAG(MaskReadsBuffers, kMaskReadsBuffers, true);
+
 // Whether the program declares score_log2_grad (marked `kScoreGradLog2`: score_mod's logit and
 // score_grad at one point, their shared nodes computed once, compiler/codegen/ScoreLog2Writer.h).
 TJ_DECLARED_FLAG(ScoreGradLog2Declared, kScoreGradLog2, false);

@@ -15,9 +15,10 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 // Where the tile sits: whether mask_mod must run and whether positions can be out of range.
-// The hooks are called only at in-range positions, score_mod only where the mask holds; qp and
-// kp are the element's q and kv parts of them (hook_parts.cuh), holding at least what this pass
-// reads (the mask's when kMask).
+// score_mod and every buffer read run only at in-range positions where the mask holds (a mask
+// reading no buffer is evaluated out of range too, its result discarded); qp and kp are the
+// element's q and kv parts of them (hook_parts.cuh), holding at least what this pass reads (the
+// mask's when kMask).
 // score_mod's logit comes from HookParts::score_log2, its factors folded per row
 // (compiler/codegen/ScoreFold.h).
 // kUnscaled: the logit divided by score_log2_factor (a program declaring kScoreLog2Factored).
@@ -26,9 +27,17 @@ template <class Prog, class Args, bool kMask, bool kBounds, bool kUnscaled = fal
 __device__ __forceinline__ float element_logit(const Args& args, const QP& qp, const KP& kp,
                                                float acc, float scale, float scale_log2, int b,
                                                int h, int q, int kv, int seq_q, int seq_kv) {
-  if (kBounds && (q >= seq_q || kv >= seq_kv)) return neg_inf();
-  if constexpr (kMask)
-    if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
+  if constexpr (kBounds && kMask && !MaskReadsBuffers<Prog>::value) {
+    // A mask that reads no buffer is pure arithmetic, defined at any position: combined with the
+    // bounds without branches, it is evaluated out of range too and discarded there. Branch-free,
+    // ptxas keeps its params in registers instead of re-reading them under a predicate per element.
+    const bool in_range = (q < seq_q) & (kv < seq_kv);
+    if (!(in_range & HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv))) return neg_inf();
+  } else {
+    if (kBounds && (q >= seq_q || kv >= seq_kv)) return neg_inf();
+    if constexpr (kMask)
+      if (!HookParts<Prog>::mask(args, qp.mask, kp.mask, b, h, q, kv)) return neg_inf();
+  }
   if constexpr (Prog::kScoreIsIdentity)
     return acc * scale_log2;
   else if constexpr (kUnscaled)
