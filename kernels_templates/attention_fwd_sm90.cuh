@@ -59,6 +59,16 @@
 //     empty[s] (producer; a fresh barrier reports parity 1 complete); the CTA's item n waits for
 //     parity n & 1 on q_full, and its producer for parity (n - 1) & 1 on q_empty before loading
 //     item n's Q (n >= 1).
+//   - named barriers (bar.sync / bar.arrive over both consumers' 256 threads): a second arrival
+//     before the barrier's waiter has arrived would complete it without that waiter (and hang
+//     the CTA later), so each arrival is ordered after the waiter's previous wait. In the loop a
+//     consumer passes the turn right after taking its own, which needed the other's pass. An
+//     item's first turn for consumer 0 is the one consumer 1 passes after the pending P V, or,
+//     with nothing pending, after Q lands: consumer 0 took its last turn before it released the
+//     previous item's Q, which the producer waits for before loading this one. The kernel's tail
+//     takes consumer 1's pass after the last pending P V. kLastSBarrier alternates between two
+//     barriers from item to item (attn_sm90_finish_pending). tests/models/
+//     attention_fwd_sm90_barriers.py checks all this on a model of both consumers.
 //   - wgmma.fence before each batch of products (S, O and P are written by ordinary code in
 //     between); one commit group per product; the accumulators and P are touched only after a
 //     wait_group that covers them (9.7.15.7).
@@ -153,8 +163,10 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
-// Issues the last P V of `pending` (if any) in a turn of its own. Consumer 0 then takes the
-// turn consumer 1 passes after its own (each item starts with consumer 0's turn).
+// Issues the last P V of `pending` (if any) in a turn of its own: consumer 0's, then consumer 1's.
+// The turn consumer 1 passes after its P V is consumer 0's next one: for the current item's first
+// S, or the wait of an item without kv steps (attn_sm90_consume), or the kernel's tail's wait
+// after the last item.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pending,
                                                         unsigned base, int cw,
@@ -169,7 +181,6 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
     attn_sm90_issue_pv<T, kHeadDim, 4>(o, pending.alpha, pending.rescale, pending.pf,
                                        L::v_tile(base, pending.stage));
   named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256);
-  if (cw == 0) named_barrier_sync(kSchedBarrier + cw, 256);
 }
 
 // A consumer warpgroup (cw = 0 or 1) on one work item: rows q0 + 64 cw .. + 63 of its tile.
@@ -205,6 +216,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   const unsigned q_rows = base + L::kQ + cw * 64 * 128;
   auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
   auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
+  const bool after_pending = pending.valid;
   attn_sm90_issue_pending<T, kHeadDim>(pending, base, cw, o);  // runs under this item's set-up
   // The steps as the producer publishes them, one record per stage (KvStep::record).
   const volatile int* records = reinterpret_cast<const volatile int*>(smem + L::kStepRecords);
@@ -282,11 +294,12 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   };
 
   mbar_wait(L::q_full(base), nth & 1);
-  if (cw == 1) pass_turn();  // consumer 0 issues first
+  // Consumer 0 issues first: the turn consumer 1 passed after the pending P V, else this one.
+  if (cw == 1 && !after_pending) pass_turn();
   if (!*reinterpret_cast<const volatile int*>(smem + L::kItemHasSteps)) {
     attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, cw, o, sm);
     start_item();
-    if (cw == 0) take_turn();  // consume consumer 1's pass_turn
+    if (cw == 0) take_turn();  // consumer 1's pass, after the pending P V or after Q
     attn_sm90_empty_rows<kHeadDim>(p, w, cw);
     mbar_arrive(L::q_empty(base));
     return;
@@ -337,11 +350,12 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   }
   // Every S of the item has landed: Q goes back to the producer, consumer 0 may stage in K.
   mbar_arrive(L::q_empty(base));
-  if (cw == 1) named_barrier_arrive(kLastSBarrier, 256);
+  if (cw == 1) named_barrier_arrive(kLastSBarrier + (nth & 1), 256);
 
   pending.w = w;
   pending.stage = prev.stage;
   pending.tiles = prev_tiles;
+  pending.nth = nth;
   pending.alpha[0] = alpha[0];
   pending.alpha[1] = alpha[1];
   pending.rescale = rescale;
@@ -398,6 +412,7 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
                                                wg - 1, slot, n, o, sm, pending);
   }
   attn_sm90_issue_pending<T, kHeadDim>(pending, base, wg - 1, o);
+  if (wg == 1 && pending.valid) named_barrier_sync(kSchedBarrier, 256);  // consumer 1's last pass
   attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, wg - 1, o, sm);
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there

@@ -9,17 +9,20 @@
 namespace tjk {
 
 // Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
-// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below).
+// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below), two
+// of them taken by the CTA's items in turn: consumer 1 may reach its next item's end (a one-step
+// item, where nothing after its first turn waits for consumer 0) before consumer 0 has waited on
+// this item's, and a second arrive on the same barrier would complete it without consumer 0.
 constexpr int kSchedBarrier = 1;     // + consumer index
 constexpr int kEpilogueBarrier = 3;  // + consumer index
-constexpr int kLastSBarrier = 5;
+constexpr int kLastSBarrier = 5;     // + (the item's index in the CTA & 1)
 
 // An item whose last softmax is done and whose last P V and epilogue are left to the next
 // item's start (attn_sm90_consume): its rows, the ring stage of its last step, and that step's P
-// (A fragments), rescale factors and tile count.
+// (A fragments), rescale factors and tile count, and its index in the CTA.
 struct FwdPendingItem {
   FwdWorkItem w;
-  int stage, tiles;
+  int stage, tiles, nth;
   unsigned pf[8][4];
   float alpha[2];
   bool rescale;
@@ -112,7 +115,7 @@ __device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParam
   wgmma_wait<kInFlight>();
   pin_registers(o);
   if (!pending.valid) return;
-  if (cw == 0) named_barrier_sync(kLastSBarrier, 256);
+  if (cw == 0) named_barrier_sync(kLastSBarrier + (pending.nth & 1), 256);
   attn_sm90_epilogue<T, kHeadDim>(p, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
                                   L::empty(base, pending.stage));
   pending.valid = false;
