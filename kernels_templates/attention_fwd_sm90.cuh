@@ -193,13 +193,14 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
 // then this item's first S, and only then waits for that P V and runs the epilogue
 // (attn_sm90_finish_pending) while the S product runs. The last P V is not issued at the end of its
 // own item: a product in flight across the item loop's back edge made ptxas serialise every
-// wgmma of the kernel. O is staged, for 16-byte stores, in the warpgroup's 64 rows of the K tile
+// wgmma of the kernel. O is staged, for its TMA store, in the warpgroup's 64 rows of the K tile
 // of the item's last stage -- not in Q, which the consumers hand back (q_empty) as soon as their
 // last S has landed, so the producer loads the next item's Q under the last softmax and P V. An
 // item without kv steps (every row masked) runs the pending epilogue, then writes its own rows
 // (attn_sm90_empty_rows) and hands Q back.
 template <class Prog, class Args, class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
+                                                  const AttnFwdTmaMaps& maps,
                                                   const FwdWorkItem& w, unsigned base,
                                                   const unsigned char* smem, int cw,
                                                   RingSlot& slot, int nth,
@@ -297,7 +298,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   // Consumer 0 issues first: the turn consumer 1 passed after the pending P V, else this one.
   if (cw == 1 && !after_pending) pass_turn();
   if (!*reinterpret_cast<const volatile int*>(smem + L::kItemHasSteps)) {
-    attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, cw, o, sm);
+    attn_sm90_finish_pending<T, kHeadDim, 0>(p, maps, pending, base, cw, o, sm);
     start_item();
     if (cw == 0) take_turn();  // consumer 1's pass, after the pending P V or after Q
     attn_sm90_empty_rows<kHeadDim>(p, w, cw);
@@ -312,7 +313,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
   wgmma_commit();
   pass_turn();
-  attn_sm90_finish_pending<T, kHeadDim, 1>(p, pending, base, cw, o, sm);  // under this S
+  attn_sm90_finish_pending<T, kHeadDim, 1>(p, maps, pending, base, cw, o, sm);  // under this S
   start_item();
   column_parts(cur);
   wgmma_wait<0>();
@@ -408,12 +409,12 @@ __device__ __forceinline__ void attention_fwd_sm90_cta(const AttentionFwdParams&
       item = FwdWorkItem::fixed_share(n);
     }
     if (item >= items) break;
-    attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, FwdWorkItem::at(p, item), base, smem,
-                                               wg - 1, slot, n, o, sm, pending);
+    attn_sm90_consume<Prog, Args, T, kHeadDim>(p, args, maps, FwdWorkItem::at(p, item), base,
+                                               smem, wg - 1, slot, n, o, sm, pending);
   }
   attn_sm90_issue_pending<T, kHeadDim>(pending, base, wg - 1, o);
   if (wg == 1 && pending.valid) named_barrier_sync(kSchedBarrier, 256);  // consumer 1's last pass
-  attn_sm90_finish_pending<T, kHeadDim, 0>(p, pending, base, wg - 1, o, sm);
+  attn_sm90_finish_pending<T, kHeadDim, 0>(p, maps, pending, base, wg - 1, o, sm);
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif

@@ -8,13 +8,11 @@
 
 namespace tjk {
 
-// Named barriers: the issue turns of the two consumer warpgroups, one per warpgroup for its
-// epilogue, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below), two
+// Named barriers: the issue turns of the two consumer warpgroups, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below), two
 // of them taken by the CTA's items in turn: consumer 1 may reach its next item's end (a one-step
 // item, where nothing after its first turn waits for consumer 0) before consumer 0 has waited on
 // this item's, and a second arrive on the same barrier would complete it without consumer 0.
 constexpr int kSchedBarrier = 1;     // + consumer index
-constexpr int kEpilogueBarrier = 3;  // + consumer index
 constexpr int kLastSBarrier = 5;     // + (the item's index in the CTA & 1)
 
 // An item whose last softmax is done and whose last P V and epilogue are left to the next
@@ -31,10 +29,14 @@ struct FwdPendingItem {
 
 // A consumer warpgroup's epilogue for item w: normalise O, stage the warpgroup's rows in shared
 // memory at `stage_base` (Q's geometry, one stmatrix per k16 slice of O's normalised 16-bit
-// fragments), then 16-byte stores; lse from the lanes holding column 0. `release` (an mbarrier)
-// is arrived on once this thread's staged reads are done.
+// fragments: what a TMA load of its boxes would write), then one TMA store per 64-column block
+// and warp, of the warp's own 16 rows, from its first lane (rows past seq_q are skipped by the
+// map): no barrier beyond the warp's. lse from the lanes holding column 0. `release` (an
+// mbarrier) is arrived on once the staged rows are read: by the storing lanes once their bulk
+// groups have read them, by the others at once.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
+                                                   const AttnFwdTmaMaps& maps,
                                                    const FwdWorkItem& w, int cw,
                                                    const float (&o)[kHeadDim / 8][4],
                                                    OnlineSoftmax<1>& sm, unsigned stage_base,
@@ -56,18 +58,16 @@ __device__ __forceinline__ void attn_sm90_epilogue(const AttentionFwdParams& p,
       f[kk][2 * half + 1] = ElemOps<T>::pack(on[2] * inv[1], on[3] * inv[1]);
     }
   stmatrix_rows_sw128(stage_base, f, 64 * cw + 16 * warp, lane);
-  const unsigned char* staged =
-      reinterpret_cast<const unsigned char*>(__cvta_shared_to_generic(stage_base));
-  named_barrier_sync(kEpilogueBarrier + cw, 128);
-  unsigned short* out = p.out.head(w.b, w.h);
-  constexpr int kChunks = 64 * kDN;  // 16-byte chunks in 64 rows
+  fence_proxy_async_shared();  // the staged rows, for the TMA store
+  __syncwarp();
+  if (lane == 0) {
+    const int r = 64 * cw + 16 * warp;
 #pragma unroll
-  for (int i = 0; i < kChunks / 128; ++i) {
-    const int idx = i * 128 + thread, r = 64 * cw + idx / kDN, chunk = idx % kDN;
-    const int at = (chunk >> 3) * L::kColBlockBytes + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-    if (w.q0 + r < sh.seq_q)
-      *reinterpret_cast<uint4*>(out + (w.q0 + r) * p.out.stride_s + chunk * 8) =
-          *reinterpret_cast<const uint4*>(staged + at);
+    for (int cb = 0; cb < L::kColBlocks; ++cb)
+      tma_store_4d(&maps.out, stage_base + cb * L::kColBlockBytes + r * 128, 64 * cb, w.q0 + r,
+                   w.h, w.b);
+    bulk_commit_group();
+    bulk_wait_group_read<0>();
   }
   mbar_arrive(release);
   if ((lane & 3) == 0) {
@@ -105,6 +105,7 @@ __device__ __forceinline__ void attn_sm90_empty_rows(const AttentionFwdParams& p
 // consumer 1's arrival on kLastSBarrier. The stage is released once the staged rows are read.
 template <class T, int kHeadDim, int kInFlight>
 __device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParams& p,
+                                                         const AttnFwdTmaMaps& maps,
                                                          FwdPendingItem& pending, unsigned base,
                                                          int cw, float (&o)[kHeadDim / 8][4],
                                                          OnlineSoftmax<1>& sm) {
@@ -116,7 +117,7 @@ __device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParam
   pin_registers(o);
   if (!pending.valid) return;
   if (cw == 0) named_barrier_sync(kLastSBarrier + (pending.nth & 1), 256);
-  attn_sm90_epilogue<T, kHeadDim>(p, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
+  attn_sm90_epilogue<T, kHeadDim>(p, maps, pending.w, cw, o, sm, L::k_tile(base, pending.stage),
                                   L::empty(base, pending.stage));
   pending.valid = false;
 }

@@ -13,9 +13,10 @@ namespace tjk {
 constexpr int kAttnFwdSm90Threads = 384;
 constexpr int kAttnSm90BlockQ = 128;
 
-// The tensor maps of Q, K, V: 4-D over (d, s, h, b), 64 x 64 boxes, 128-byte swizzle.
+// The tensor maps of Q, K, V and the output: 4-D over (d, s, h, b), 64 x 64 boxes (the
+// output's 64 x 16: one warp's rows), 128-byte swizzle.
 struct AttnFwdTmaMaps {
-  TmaDescriptor q, k, v;
+  TmaDescriptor q, k, v, out;
 };
 
 // Shared memory, from a 1024-B aligned base: a block of mbarriers, the Q tile, then per stage

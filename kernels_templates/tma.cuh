@@ -51,6 +51,18 @@ __device__ __forceinline__ void tma_reduce_add_4d(const TmaDescriptor* map, unsi
       "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// Stores the box at `src` (shared memory, laid out as a load of the same box would write it) to
+// the 4-D tensor map's box at (c0, c1, c2, c3); elements outside the tensor are skipped. As
+// tma_store_2d below: the generic-proxy writes to `src` fenced first, one bulk async-group per
+// bulk_commit_group.
+__device__ __forceinline__ void tma_store_4d(const TmaDescriptor* map, unsigned src, int c0,
+                                             int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+          generic_address(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 __device__ __forceinline__ void bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 }

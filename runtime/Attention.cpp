@@ -133,7 +133,7 @@ struct BwdParams {
   BlockMaskArg mask;
 };
 struct TmaMapsArg {  // tjk::AttnFwdTmaMaps
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, out;
 };
 struct BwdTmaMapsArg {  // tjk::AttnBwdTmaMaps
   CUtensorMap q, k, v, d_out, dq_accum;
@@ -275,12 +275,12 @@ AttnTensorArg tensor_arg(const TensorView& t) {
 }
 
 // An empty tensor (Skv = 0) gets no map: the kernel has no kv step to load then.
-CUtensorMap tensor_map(const TensorView& t) {
+CUtensorMap tensor_map(const TensorView& t, unsigned box_rows = 64) {
   if (t.numel() == 0) return CUtensorMap{};
   const int64_t shape[4] = {t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
   const int64_t strides[3] = {t.strides[0], t.strides[1], t.strides[2]};
   return encode_tensor_map(
-      attention_tensor_map_args(t.data, shape, strides, t.dtype == DType::F16));
+      attention_tensor_map_args(t.data, shape, strides, t.dtype == DType::F16, box_rows));
 }
 
 unsigned blocks(int64_t items, int64_t per_block) {
@@ -397,13 +397,13 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   const AttentionModule module = attention_forward_module(options.forward_path, arch);
   const bool sm90 = module == AttentionModule::ForwardSm90;
   if (sm90)
-    for (const TensorView* t : {&q, &k, &v}) check_tma_layout(*t, "forward");
+    for (const TensorView* t : {&q, &k, &v, &out}) check_tma_layout(*t, "forward");
   auto fwd = prepare(program, program_key(program), variant, module, arch);
   Kernel kernel = load(*fwd, sm90 ? "attention_fwd_sm90" : "attention_fwd", p.dim);
   if (int64_t{p.batch} * p.heads_q * p.seq_q == 0) return;
   std::vector<unsigned char> args = pack_args(fwd->layout, bindings);
   TmaMapsArg maps{};
-  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v)};
+  if (sm90) maps = {tensor_map(q), tensor_map(k), tensor_map(v), tensor_map(out, 16)};
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);

@@ -62,7 +62,7 @@ void check_tma_layout(const TensorView& t, std::string_view pass) {
   const bool fwd = pass == "forward";
   for (int i = 0; i < 3; ++i)
     TILEJIT_USER_CHECK(t.shape[i] <= 1 || t.strides[i] >= 0,
-                       "attention: '{}': the sm90 {} loads it with TMA, which needs "
+                       "attention: '{}': the sm90 {} moves it with TMA, which needs "
                        "non-negative strides, got {} for dimension {} ({}); the portable {} "
                        "(AttentionPath::Portable, {}=portable) takes it",
                        t.name, pass, t.strides[i], i, t.describe(), pass,

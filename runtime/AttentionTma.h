@@ -40,9 +40,11 @@ struct TiledTensorMapArgs {
 
 // An attention operand: [B, H, S, D] by shape (D = 64 or 128), element strides of b, h, s
 // (non-negative multiples of 8, or anything for an extent of 1), d contiguous, 16-byte aligned.
-// `f16` picks the element type (else bf16).
+// `f16` picks the element type (else bf16); `box_rows` the rows of a box (64 for the operands'
+// loads, 16 for the forward's output: one warp's rows).
 inline TiledTensorMapArgs attention_tensor_map_args(void* data, const int64_t shape[4],
-                                                    const int64_t strides[3], bool f16) {
+                                                    const int64_t strides[3], bool f16,
+                                                    cuuint32_t box_rows = 64) {
   TiledTensorMapArgs a;
   a.type = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   a.address = data;
@@ -58,7 +60,7 @@ inline TiledTensorMapArgs attention_tensor_map_args(void* data, const int64_t sh
     packed = a.strides[i] * a.dims[i + 1];
   }
   a.box[0] = 64;  // 64 elements = 128 bytes, the swizzle span
-  a.box[1] = 64;  // rows: half a 128-row tile, one block-mask kv tile
+  a.box[1] = box_rows;  // 64: half a 128-row tile, one block-mask kv tile
   a.box[2] = 1;
   a.box[3] = 1;
   return a;

@@ -95,7 +95,7 @@ inline constexpr int kAttentionBlockKV = 64;
 // BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO maps (four).
 inline constexpr size_t kAttnFwdParamsBytes = 224;
 inline constexpr size_t kAttnBwdParamsBytes = 368;
-inline constexpr size_t kAttnFwdTmaMapsBytes = 384;
+inline constexpr size_t kAttnFwdTmaMapsBytes = 512;
 inline constexpr size_t kAttnBwdTmaMapsBytes = 640;
 // Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is
 // (B * Hkv, ceil(kv_tiles / 2)).
