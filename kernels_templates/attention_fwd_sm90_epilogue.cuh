@@ -8,10 +8,11 @@
 
 namespace tjk {
 
-// Named barriers: the issue turns of the two consumer warpgroups, and consumer 1's "my last S has landed" for consumer 0's epilogue (see below), two
-// of them taken by the CTA's items in turn: consumer 1 may reach its next item's end (a one-step
-// item, where nothing after its first turn waits for consumer 0) before consumer 0 has waited on
-// this item's, and a second arrive on the same barrier would complete it without consumer 0.
+// Named barriers: the issue turns of the two consumer warpgroups, and consumer 1's "my last S
+// has landed" for consumer 0's epilogue (see below), two of them taken by the CTA's items in
+// turn: consumer 1 may reach its next item's end (a one-step item, where nothing after its first
+// turn waits for consumer 0) before consumer 0 has waited on this item's, and a second arrive on
+// the same barrier would complete it without consumer 0.
 constexpr int kSchedBarrier = 1;     // + consumer index
 constexpr int kLastSBarrier = 5;     // + (the item's index in the CTA & 1)
 
