@@ -28,9 +28,9 @@
 // serialises every wgmma of a sequence that branches inside a group.
 //
 // Schedule (per consumer warpgroup): the products of step j+1's S and step j's P V are issued in
-// one turn, O's rescale by step j's alpha between them (it runs under S's product; skipped, with a
-// warp-uniform branch between the commit groups, where step j's softmax left the warp's
-// references where they were: OnlineSoftmax's lazy rescale); the score
+// one turn (an item's first turn: the pending item's last P V, then S), O's rescale by step j's
+// alpha at the end of step j (skipped, with a warp-uniform branch, where step j's softmax left the
+// warp's references where they were: OnlineSoftmax's lazy rescale); the score
 // pipeline of step j+1 starts once S lands (wgmma_wait<1>). The two consumer warpgroups take
 // turns to issue (named barriers kSchedBarrier + consumer index), so one's softmax overlaps the
 // other's products (FlashAttention-3's ping-pong). The source also lets step j+1's softmax overlap
@@ -104,14 +104,17 @@ __device__ __forceinline__ void attn_sm90_qk(float (&s)[16][4], unsigned q_rows,
 
 // O += P V over the step's first 16 * kSlices kv rows (8 for a two-tile step, 4 for one): P's
 // k16 slice kk is p[kk] (A fragments), V's rows 16kk.. of the stage's V tile.
+// `accumulate` = 0 on an item's first P V: O is overwritten, so no ordinary code clears it (ptxas
+// serialises every wgmma where such code sits between a product's issue and its wait).
 template <class T, int kHeadDim, int kSlices>
 __device__ __forceinline__ void attn_sm90_pv(float (&o)[kHeadDim / 8][4], const unsigned (&p)[8][4],
-                                             unsigned v) {
+                                             unsigned v, int accumulate) {
   using L = AttnFwdSm90Layout<kHeadDim>;
   const unsigned long long vd = smem_descriptor_sw128(v, L::kColBlockBytes, 1024);
 #pragma unroll
   for (int kk = 0; kk < kSlices; ++kk)
-    Wgmma<kHeadDim>::template rs<T>(o, p[kk], smem_descriptor_advance(vd, kk * 16 * 128));
+    Wgmma<kHeadDim>::template rs<T>(o, p[kk], smem_descriptor_advance(vd, kk * 16 * 128),
+                                    kk > 0 || accumulate);
 }
 
 // O's rows brought to the running max of the step whose P is added next.
@@ -126,29 +129,14 @@ __device__ __forceinline__ void attn_sm90_rescale(float (&o)[kDN][4], const floa
   }
 }
 
-// P V of the previous step, one commit group: O is rescaled first where that step's softmax
-// moved the warp's references (its last product has landed), then handed to the products.
+// P V of the previous step, one commit group (O already brought to that step's references).
 template <class T, int kHeadDim, int kSlices>
 __device__ __forceinline__ void attn_sm90_issue_pv(float (&o)[kHeadDim / 8][4],
-                                                   const float (&alpha)[2], bool rescale,
-                                                   const unsigned (&p)[8][4], unsigned v) {
-  if (rescale) attn_sm90_rescale(o, alpha);
+                                                   const unsigned (&p)[8][4], unsigned v,
+                                                   int accumulate) {
   wgmma_fence();
-  attn_sm90_pv<T, kHeadDim, kSlices>(o, p, v);
+  attn_sm90_pv<T, kHeadDim, kSlices>(o, p, v, accumulate);
   wgmma_commit();
-}
-
-// One issue turn of the steady state: S of the next step, then P V of the previous one, each its
-// own commit group (so wgmma_wait<1> means "S has landed"); O's rescale runs under S's product.
-template <class T, int kHeadDim, int kSlices>
-__device__ __forceinline__ void attn_sm90_issue(float (&s)[16][4], float (&o)[kHeadDim / 8][4],
-                                                const float (&alpha)[2], bool rescale,
-                                                const unsigned (&p)[8][4], unsigned q_rows,
-                                                unsigned k, unsigned v) {
-  wgmma_fence();
-  attn_sm90_qk<T, kHeadDim>(s, q_rows, k);
-  wgmma_commit();
-  attn_sm90_issue_pv<T, kHeadDim, kSlices>(o, alpha, rescale, p, v);
 }
 
 // P as the A fragments of P V: k16 slice kk is S's column groups 2kk and 2kk + 1.
@@ -163,10 +151,10 @@ __device__ __forceinline__ void attn_sm90_pack_p(unsigned (&p)[8][4], const floa
   }
 }
 
-// Issues the last P V of `pending` (if any) in a turn of its own: consumer 0's, then consumer 1's.
-// The turn consumer 1 passes after its P V is consumer 0's next one: for the current item's first
-// S, or the wait of an item without kv steps (attn_sm90_consume), or the kernel's tail's wait
-// after the last item.
+// Issues the last P V of `pending` (if any) in a turn of its own, where no S follows it (an item
+// without kv steps, the kernel's tail): consumer 0's, then consumer 1's. The turn consumer 1
+// passes after its P V is consumer 0's next one: the wait of the item without kv steps
+// (attn_sm90_consume) or the tail's wait after the last item.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pending,
                                                         unsigned base, int cw,
@@ -175,11 +163,11 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
   if (!pending.valid) return;
   named_barrier_sync(kSchedBarrier + cw, 256);
   if (pending.tiles == 2)
-    attn_sm90_issue_pv<T, kHeadDim, 8>(o, pending.alpha, pending.rescale, pending.pf,
-                                       L::v_tile(base, pending.stage));
+    attn_sm90_issue_pv<T, kHeadDim, 8>(o, pending.pf, L::v_tile(base, pending.stage),
+                                       pending.accumulate);
   else
-    attn_sm90_issue_pv<T, kHeadDim, 4>(o, pending.alpha, pending.rescale, pending.pf,
-                                       L::v_tile(base, pending.stage));
+    attn_sm90_issue_pv<T, kHeadDim, 4>(o, pending.pf, L::v_tile(base, pending.stage),
+                                       pending.accumulate);
   named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256);
 }
 
@@ -188,15 +176,18 @@ __device__ __forceinline__ void attn_sm90_issue_pending(const FwdPendingItem& pe
 // O and the softmax's state come in holding the previous item's, `pending`.
 //
 // The epilogue runs one item late, so the tensor pipe works on the next item while an item is
-// normalised and stored. An item ends with its last softmax; the next call issues that item's last
-// P V in a turn of its own (attn_sm90_issue_pending: under this item's set-up, its row parts),
-// then this item's first S, and only then waits for that P V and runs the epilogue
-// (attn_sm90_finish_pending) while the S product runs. The last P V is not issued at the end of its
-// own item: a product in flight across the item loop's back edge made ptxas serialise every
-// wgmma of the kernel. O is staged, for its TMA store, in the warpgroup's 64 rows of the K tile
+// normalised and stored. An item ends with its last softmax; the next call's first issue turn
+// issues that item's last P V and then this item's first S, waits for both and runs the epilogue
+// (attn_sm90_finish_pending) before the first softmax; the other consumer's products run under
+// it. ptxas's checks on accumulators do not follow which branch a path took, so every step
+// commits the same three groups and the epilogue waits for all of them (a wait for the P V alone
+// made ptxas serialise every wgmma: C7514). The last P V is not issued at the end of its own item:
+// a product in flight across the item loop's back edge made ptxas serialise every wgmma of the
+// kernel. O is staged, for its TMA store, in the warpgroup's 64 rows of the K tile
 // of the item's last stage -- not in Q, which the consumers hand back (q_empty) as soon as their
 // last S has landed, so the producer loads the next item's Q under the last softmax and P V. An
-// item without kv steps (every row masked) runs the pending epilogue, then writes its own rows
+// item without kv steps (every row masked) issues the pending P V in a turn of its own, runs the
+// pending epilogue, then writes its own rows
 // (attn_sm90_empty_rows) and hands Q back.
 template <class Prog, class Args, class T, int kHeadDim>
 __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, const Args& args,
@@ -207,7 +198,6 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
                                                   float (&o)[kHeadDim / 8][4],
                                                   OnlineSoftmax<1>& sm, FwdPendingItem& pending) {
   using L = AttnFwdSm90Layout<kHeadDim>;
-  constexpr int kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
   const int b = w.b, h = w.h, q0 = w.q0;
   const int thread = threadIdx.x & 127, warp = thread >> 5, lane = threadIdx.x & 31;
@@ -218,7 +208,6 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   auto take_turn = [&] { named_barrier_sync(kSchedBarrier + cw, 256); };
   auto pass_turn = [&] { named_barrier_arrive(kSchedBarrier + (cw ^ 1), 256); };
   const bool after_pending = pending.valid;
-  attn_sm90_issue_pending<T, kHeadDim>(pending, base, cw, o);  // runs under this item's set-up
   // The steps as the producer publishes them, one record per stage (KvStep::record).
   const volatile int* records = reinterpret_cast<const volatile int*>(smem + L::kStepRecords);
 
@@ -228,14 +217,7 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
 #pragma unroll
     for (int c = 0; c < 4; ++c) s[0][n][c] = 0.f;
   unsigned(&pf)[8][4] = pending.pf;  // P of the previous step: the pending item's until S lands
-  // This item's O and softmax state, once the pending epilogue has read the previous item's.
-  auto start_item = [&] {
-#pragma unroll
-    for (int n = 0; n < kDN; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) o[n][c] = 0.f;
-    sm.init();
-  };
+
   // Where score_mod keeps the multi-function pipe busy per element (a soft-cap's tanh beside the
   // softmax's ex2: two of its operations per element, at 16 per clock, about the tensor pipe's
   // time for the step's two products at D 128), a quarter of the exponentials go to the FMA
@@ -295,60 +277,86 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   };
 
   mbar_wait(L::q_full(base), nth & 1);
-  // Consumer 0 issues first: the turn consumer 1 passed after the pending P V, else this one.
+  // Consumer 0 issues first: the turn consumer 1 passed after its last issue for the pending
+  // item, else this one.
   if (cw == 1 && !after_pending) pass_turn();
   if (!*reinterpret_cast<const volatile int*>(smem + L::kItemHasSteps)) {
+    attn_sm90_issue_pending<T, kHeadDim>(pending, base, cw, o);
     attn_sm90_finish_pending<T, kHeadDim, 0>(p, maps, pending, base, cw, o, sm);
-    start_item();
+    sm.init();
     if (cw == 0) take_turn();  // consumer 1's pass, after the pending P V or after Q
     attn_sm90_empty_rows<kHeadDim>(p, w, cw);
     mbar_arrive(L::q_empty(base));
     return;
   }
+  // One loop for every step, the first included, so the hooks' element passes are inlined once.
+  // The first step's turn issues the pending item's last P V before the item's first S, and its
+  // epilogue runs under that S; O is never cleared (the item's first P V overwrites it).
   RingSlot prev = slot;
-  mbar_wait(L::full(base, slot.stage), slot.parity);
-  KvStep cur = KvStep::from_record(records + slot.stage);
-  take_turn();
-  wgmma_fence();
-  attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
-  wgmma_commit();
-  pass_turn();
-  attn_sm90_finish_pending<T, kHeadDim, 1>(p, maps, pending, base, cw, o, sm);  // under this S
-  start_item();
-  column_parts(cur);
-  wgmma_wait<0>();
-  pin_registers(s[0]);
-  float alpha[2];
-  bool rescale = scores(cur, alpha);  // applied to O (still 0) before the first P V: harmless
-  attn_sm90_pack_p<T>(pf, s[0]);
-  int prev_tiles = cur.tiles;
-  slot.advance<L::kStages>();
-
-  while (!cur.last) {
+  KvStep cur;
+  int prev_tiles = 0;  // the tiles of the step whose P V is issued next; 0 on the first step
+  int accumulate = 0;  // whether that P V adds to O (not the item's first)
+  bool first = true;
+  do {
     mbar_wait(L::full(base, slot.stage), slot.parity);
     cur = KvStep::from_record(records + slot.stage);
     take_turn();
-    // Branch around whole commit groups only: a branch inside one makes ptxas split it.
-    if (prev_tiles == 2)
-      attn_sm90_issue<T, kHeadDim, 8>(s[0], o, alpha, rescale, pf, q_rows,
-                                      L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
-    else
-      attn_sm90_issue<T, kHeadDim, 4>(s[0], o, alpha, rescale, pf, q_rows,
-                                      L::k_tile(base, slot.stage), L::v_tile(base, prev.stage));
+    // Branch around whole commit groups only: a branch inside one makes ptxas split it. Every
+    // path commits three groups, S the middle one: on the first step the pending item's last
+    // P V before it (an empty group where there is none) and an empty group after it, later an
+    // empty group before it and the previous step's P V after it, so wgmma_wait<1> means "S
+    // has landed" on every path. S has one issue site (two would have the compiler move S's
+    // registers between them, which serialises every wgmma), and no ordinary code touches O
+    // between the issues (ptxas cannot tell the branches on `first` apart, so O's rescale there
+    // would wait for the pending P V: it runs at the end of the previous step instead).
+    if (first) {
+      const unsigned v = L::v_tile(base, pending.stage);
+      if (!pending.valid) {
+        wgmma_fence();
+        wgmma_commit();
+      } else if (pending.tiles == 2)
+        attn_sm90_issue_pv<T, kHeadDim, 8>(o, pf, v, pending.accumulate);
+      else
+        attn_sm90_issue_pv<T, kHeadDim, 4>(o, pf, v, pending.accumulate);
+    } else {
+      wgmma_fence();
+      wgmma_commit();
+    }
+    wgmma_fence();
+    attn_sm90_qk<T, kHeadDim>(s[0], q_rows, L::k_tile(base, slot.stage));
+    wgmma_commit();
+    if (first) {
+      wgmma_fence();
+      wgmma_commit();
+    } else {
+      const unsigned v = L::v_tile(base, prev.stage);
+      if (prev_tiles == 2)
+        attn_sm90_issue_pv<T, kHeadDim, 8>(o, pf, v, accumulate);
+      else
+        attn_sm90_issue_pv<T, kHeadDim, 4>(o, pf, v, accumulate);
+    }
     pass_turn();
     column_parts(cur);
-    wgmma_wait<1>();  // S of this step has landed; P V of the previous one may still run
+    wgmma_wait<1>();  // S has landed (and on the first step the pending P V)
+    if (first) {
+      attn_sm90_finish_pending<T, kHeadDim, 0>(p, maps, pending, base, cw, o, sm);
+      sm.init();
+    }
     pin_registers(s[0]);
-    rescale = scores(cur, alpha);
+    float alpha[2];
+    const bool rescale = scores(cur, alpha);
     wgmma_wait<0>();  // see the schedule note at the top: ptxas places this before the softmax
     pin_registers(o);
     pin_registers(pf);
-    mbar_arrive(L::empty(base, prev.stage));
+    if (!first) mbar_arrive(L::empty(base, prev.stage));
     attn_sm90_pack_p<T>(pf, s[0]);
+    if (rescale) attn_sm90_rescale(o, alpha);  // for this step's P V, issued next
+    accumulate = !first;
+    first = false;
     prev = slot;
     prev_tiles = cur.tiles;
     slot.advance<L::kStages>();
-  }
+  } while (!cur.last);
   // Every S of the item has landed: Q goes back to the producer, consumer 0 may stage in K.
   mbar_arrive(L::q_empty(base));
   if (cw == 1) named_barrier_arrive(kLastSBarrier + (nth & 1), 256);
@@ -356,10 +364,8 @@ __device__ __forceinline__ void attn_sm90_consume(const AttentionFwdParams& p, c
   pending.w = w;
   pending.stage = prev.stage;
   pending.tiles = prev_tiles;
+  pending.accumulate = accumulate;
   pending.nth = nth;
-  pending.alpha[0] = alpha[0];
-  pending.alpha[1] = alpha[1];
-  pending.rescale = rescale;
   pending.valid = true;
 }
 

@@ -23,8 +23,7 @@ struct FwdPendingItem {
   FwdWorkItem w;
   int stage, tiles, nth;
   unsigned pf[8][4];
-  float alpha[2];
-  bool rescale;
+  int accumulate;  // whether O holds an earlier P V of the item (else its last P V overwrites O)
   bool valid = false;
 };
 
@@ -114,7 +113,7 @@ __device__ __forceinline__ void attn_sm90_finish_pending(const AttentionFwdParam
   // The wait is on every path: one behind a branch makes ptxas add its own on the other paths
   // (O is written there while, as far as it can tell, a product into O may still run) and
   // serialise every wgmma of the kernel.
-  wgmma_wait<kInFlight>();
+  if constexpr (kInFlight >= 0) wgmma_wait<kInFlight>();  // -1: the caller has waited
   pin_registers(o);
   if (!pending.valid) return;
   if (cw == 0) named_barrier_sync(kLastSBarrier + (pending.nth & 1), 256);

@@ -18,7 +18,9 @@ must never deadlock nor leave an arrival behind, and every phase of a barrier mu
 by its waiter's four warps and the other consumer's four (for kLastSBarrier: the wait and the
 arrival of the same item); the protocol it replaced (a second "consumer 0 issues first" arrival
 after the pending P V's, one kLastSBarrier for every item) must be found to fail, which shows
-the model can.
+the model can. In the kernel an item's first issue turn carries the pending item's last P V
+(attn_sm90_consume); only an item without kv steps and the kernel's tail give it a turn of its
+own (attn_sm90_issue_pending).
 
   python3 tests/models/attention_fwd_sm90_barriers.py [RUNS]
 """
@@ -41,14 +43,14 @@ def warp_program(cw, items, current):
     ops, pending, pending_n = [], False, -1
     for n, steps in enumerate(items):
         after_pending = pending
-        if pending:  # attn_sm90_issue_pending
-            ops += [take, give]
-            if not current and cw == 0:
-                ops.append(("sync", SCHED0, None))
+        if pending and not current:  # attn_sm90_issue_pending, before Q (the earlier kernel)
+            ops += [take, give, ("sync", SCHED0, None)] if cw == 0 else [take, give]
         ops.append(("q_full", n, None))
         if cw == 1 and (not current or not after_pending):
             ops.append(("arrive", SCHED0, None))  # consumer 0 issues first
         if steps == 0:  # every row masked
+            if pending and current:
+                ops += [take, give]  # attn_sm90_issue_pending
             if pending and cw == 0:
                 ops.append(last_s("sync", pending_n))  # attn_sm90_finish_pending
             if cw == 0:
@@ -56,7 +58,7 @@ def warp_program(cw, items, current):
             ops.append(("q_empty", n, None))
             pending = False
             continue
-        ops += [take, give]  # the first S
+        ops += [take, give]  # the first step: the pending item's last P V and the first S
         if pending and cw == 0:
             ops.append(last_s("sync", pending_n))
         for _ in range(steps - 1):
