@@ -3,7 +3,9 @@
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
 #   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
 #                             [cepeers] [cebench] [cetimes] [timeline] [sass] [profile]
-#   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), TILEJIT_GPU_BUILD (build dir),
+#   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), BENCH_SPACERS (e.g. "3 29": one bench
+#        process per memory placement), PACK=1 (the files but the summary into OUTDIR.tgz),
+#        TILEJIT_GPU_BUILD (build dir),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10")
 #   (default: tests attention ce)
@@ -126,22 +128,39 @@ has attention && run_harness attention
 has ce && run_harness linear_ce
 
 if has bench && [ -x $bdir/bench/attention_gpu_bench ]; then
-  # a fresh kernel cache, so first_call_s is the cold compile of each program's kernels
+  # a fresh kernel cache, so the first placement's first_call_s is the cold compile of each
+  # program's kernels; BENCH_SPACERS (e.g. "3 29"): one process per --spacer-mb value (where
+  # the buffers land moves the backward by up to 10%), the table their medians
   rm -rf /tmp/tilejit-bench-cache
-  TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout 400 $bdir/bench/attention_gpu_bench \
-    ${BENCH_ARGS:-} >"$out/attention_bench.jsonl" 2>"$out/attention_bench.err"
-  note "attention bench: rc=$? $(wc -l <"$out/attention_bench.jsonl") rows"
-  tail -5 "$out/attention_bench.err"
-  python3 - "$out/attention_bench.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["system"] == "tilejit":
-        print(f'{r["mask"]:22s} S={r["S"]:6d} D={r["D"]} Hkv={r["Hkv"]:2d} fwd {r["fwd_tflops"]:6.1f} '
-              f'bwd {r["bwd_tflops"]:6.1f} TFLOP/s  mask gpu {r["mask_build_ms"]:.2f} ms cpu '
-              f'{r["mask_build_cpu_ms"]:.2f} ms  first {r["first_call_s"]:.2f} s')
-    else:
-        print(f'mask analysis S={r["S"]:8d}: gpu {r["mask_build_ms"]:.2f} ms cpu {r["mask_build_cpu_ms"]:.2f} ms {r["mask_bytes"]} B')
+  spacers=${BENCH_SPACERS:-none}
+  for s in $spacers; do
+    place=() file="$out/attention_bench.jsonl"
+    [ "$s" != none ] && place=(--spacer-mb "$s") file="$out/attention_bench_s$s.jsonl"
+    TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout ${BENCH_TIMEOUT:-400} \
+      $bdir/bench/attention_gpu_bench ${BENCH_ARGS:-} "${place[@]}" >"$file" 2>"${file%.jsonl}.err"
+    note "attention bench [${place[*]}]: rc=$? $(wc -l <"$file") rows, SM clock after:" \
+      "$(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)"
+    tail -5 "${file%.jsonl}.err"
+  done
+  python3 - "$out"/attention_bench*.jsonl <<'PY' | tee -a "$summary"
+import collections, json, statistics, sys
+rows, scaling = collections.defaultdict(list), []
+for path in sys.argv[1:]:
+    for line in open(path):
+        r = json.loads(line)
+        if r["system"] == "tilejit":
+            rows[(r["mask"], r["S"], r["D"], r["H"], r["Hkv"])].append(r)
+        elif path == sys.argv[1]:
+            scaling.append(r)
+for (mask, S, D, H, Hkv), rs in rows.items():
+    f = statistics.median(r["fwd_tflops"] for r in rs)
+    b = statistics.median(r["bwd_tflops"] for r in rs)
+    per = "/".join(f'{r["fwd_tflops"]:.0f}' for r in rs)
+    print(f'{mask:22s} S={S:6d} D={D} H/Hkv={H}/{Hkv:<2d} fwd {f:6.1f} bwd {b:6.1f} TFLOP/s '
+          f'[fwd {per}]  mask gpu {rs[0]["mask_build_ms"]:.2f} ms cpu '
+          f'{rs[0]["mask_build_cpu_ms"]:.2f} ms  first {rs[0]["first_call_s"]:.2f} s')
+for r in scaling:
+    print(f'mask analysis S={r["S"]:8d}: gpu {r["mask_build_ms"]:.2f} ms cpu {r["mask_build_cpu_ms"]:.2f} ms {r["mask_bytes"]} B')
 PY
 fi
 
@@ -282,6 +301,11 @@ if has profile && [ -x $bdir/bench/attention_gpu_bench ]; then
       sort -rn | head -6 | sed "s/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//; s/^/  stall /" |
       tee -a "$summary"
   done
+fi
+# PACK=1: every file but the summary and the GPU line into one archive (a call returns few files)
+if [ "${PACK:-0}" = 1 ]; then
+  tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" &&
+    find "$out" -mindepth 1 ! -name summary.txt ! -name gpu.txt -delete
 fi
 echo "==== summary ===="
 cat "$summary"
