@@ -34,9 +34,11 @@
 // pipeline of step j+1 starts once S lands (wgmma_wait<1>). The two consumer warpgroups take
 // turns to issue (named barriers kSchedBarrier + consumer index), so one's softmax overlaps the
 // other's products (FlashAttention-3's ping-pong). The source also lets step j+1's softmax overlap
-// its own step j's P V, but ptxas (CUDA 13.0) schedules that wait ahead of the softmax; forcing
-// the order (a branch between them) makes it report insufficient registers, spill and serialise
-// every product. So within a warpgroup only the element pass (logits_from_parts) overlaps P V.
+// its own step j's P V, but ptxas (CUDA 13.0) moves that wait up to the row max (nothing in the
+// softmax touches P V's registers: a scheduling choice). Forcing the order with a branch between
+// them makes it spill and serialise every product; a shared-memory store of the row sums before
+// the wait holds it behind the softmax with no spills, and was level on the H200 (bench/NOTES.md,
+// twenty-eighth session), so within a warpgroup only the element pass overlaps P V.
 //
 // Layouts and protocols relied on (PTX ISA):
 //   - wgmma fragments and shared-memory matrices: see wgmma.cuh (9.7.15.5.1). S and O are
