@@ -83,23 +83,29 @@ def first_call_s(fn: Callable[[], object], device: str) -> float:
 
 
 def timed_ms(fn: Callable[[], object], device: str, warmup: int = 3, repeats: int = 20) -> float:
-    """Median milliseconds of fn() (CUDA events on the GPU, perf_counter on the CPU)."""
+    """Median milliseconds of fn(). On the GPU: CUDA events around each call, the calls enqueued
+    behind a busy stream so the host runs ahead of the device (as in a training step, and as
+    the peers' own script times them): device time, not the host's work before each launch
+    (bench/python_call_cost.py measures that). perf_counter on the CPU."""
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        else:
+    if device != "cuda":
+        times = []
+        for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        return statistics.median(times)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(40e6))  # ~20 ms at 2 GHz: the host queues every call behind it
+    for start, stop in events:
+        start.record()
+        fn()
+        stop.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in events)
 
 
 def fwd_bwd_ms(run: Callable[[], torch.Tensor], inputs, device: str, repeats: int):

@@ -28,6 +28,19 @@ if torch is not None:
                                  reference_loss_terms, sorted_docs)
 
 
+class _DlpackOnly:
+    """A tensor seen only through DLPack (its capsule), as a library tilejit does not know."""
+
+    def __init__(self, tensor) -> None:
+        self._tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self._tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+
 @unittest.skipIf(torch is None, "torch is not importable")
 class TorchAttentionTest(unittest.TestCase):
 
@@ -107,6 +120,43 @@ class TorchAttentionTest(unittest.TestCase):
                          (2, 1, 128, 64))
         want = brute_force_tile_counts(document_causal_mask(doc), shape.block_q, shape.block_kv)
         self.assertEqual(tuple(mask.counts), want)
+
+    def test_tensors_are_described_as_their_dlpack_capsules_describe_them(self):
+        # Plain tensors are read from their own attributes (no capsule); the description must be
+        # the capsule's: pointer (storage offset included), shape, strides, dtype and device.
+        from tilejit import _dlpack
+        gen = generator(7)
+        base = randn(gen, 3, 4, 10, 8).detach()
+        cases = {
+            "contiguous": base,
+            "permuted": base.transpose(1, 2),
+            "offset slice": base[1:, :, 3:7, ::2],
+            "expanded": randn(gen, 1, 4, 1, 8).detach().expand(3, 4, 5, 8),
+            "bf16": base.to(torch.bfloat16),
+            "f16": base.to(torch.float16),
+            "int32": torch.arange(12, dtype=torch.int32).reshape(3, 4)[:, 1:],
+            "int64": torch.arange(6, dtype=torch.int64),
+            "uint8": torch.zeros(5, dtype=torch.uint8),
+            "bool": torch.ones(2, 3, dtype=torch.bool),
+            "parameter": torch.nn.Parameter(base.clone(), requires_grad=False),
+            "0-d": torch.tensor(2.5),
+            "empty": torch.zeros(0, 4),
+        }
+        for what, t in cases.items():
+            fast = _dlpack.Exported(t, "x")
+            self.assertEqual(fast.capsule_name, b"", what)  # the fast path was taken
+            slow = _dlpack.Exported(_DlpackOnly(t), "x")
+            self.assertNotEqual(slow.capsule_name, b"", what)
+            got = (fast.data_pointer, fast.shape, fast.strides, fast.dtype, fast.device,
+                   fast.dtype_label)
+            want = (slow.data_pointer, slow.shape, slow.strides, slow.dtype, slow.device,
+                    slow.dtype_label)
+            if t.numel() == 0:  # no memory: only the description is compared
+                got, want = got[1:], want[1:]
+            self.assertEqual(got, want, what)
+        # What the fast path does not take goes through DLPack and its errors.
+        with self.assertRaisesRegex(tilejit.InvalidArgumentError, r"tensor 'x' has dtype"):
+            _dlpack.Exported(torch.zeros(2, dtype=torch.complex64), "x")
 
     def test_float64_is_refused_naming_the_tensor(self):
         # No f64 in the C ABI (tj_dtype), hence no fp64 gradcheck of the library itself.

@@ -10,6 +10,7 @@ Strides are in elements, as both DLPack and tj_tensor count them.
 from __future__ import annotations
 
 import ctypes
+import sys
 from ctypes import POINTER, Structure, c_char_p, c_int32, c_int64, c_uint8, c_uint16, c_uint32
 from ctypes import c_uint64, c_void_p
 from typing import Any, Optional, Tuple
@@ -136,6 +137,45 @@ def _dlpack_0x_alias(obj: Any) -> Optional[Tuple[Any, bool]]:
     return alias, bool(is_bool)
 
 
+_TORCH_DTYPES: Optional[dict] = None  # torch dtype -> (tj_dtype, label), made on first use
+
+
+def _from_torch(exported: "Exported", obj: Any) -> bool:
+    """Fills `exported` from a plain strided torch tensor's own attributes, without a DLPack
+    capsule (which costs tens of microseconds per tensor in torch's __dlpack__): the same
+    pointer, shape, strides and device the capsule would carry. The tensor itself keeps its
+    memory alive. False, with nothing filled, for anything else (other libraries, tensor
+    subclasses, conjugate or negative views, dtypes tilejit does not take, devices other than
+    CUDA and the CPU): those go through DLPack, which reports what is wrong with them."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        return False
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        _TORCH_DTYPES = {torch.float32: (_capi.DTYPE_F32, "float32"),
+                         torch.float16: (_capi.DTYPE_F16, "float16"),
+                         torch.bfloat16: (_capi.DTYPE_BF16, "bfloat16"),
+                         torch.int32: (_capi.DTYPE_I32, "int32"),
+                         torch.int64: (_capi.DTYPE_I64, "int64"),
+                         torch.uint8: (_capi.DTYPE_U8, "uint8"),
+                         torch.bool: (_capi.DTYPE_BOOL, "bool8")}
+    dtype = _TORCH_DTYPES.get(obj.dtype)
+    if dtype is None or obj.layout is not torch.strided or obj.is_conj() or obj.is_neg():
+        return False
+    if obj.is_cuda:
+        exported.device = obj.get_device()
+    elif obj.device.type == "cpu":
+        exported.device = _capi.TJ_HOST
+    else:
+        return False
+    exported.capsule_name = b""
+    exported.shape = tuple(obj.shape)
+    exported.strides = tuple(obj.stride())
+    exported.dtype, exported.dtype_label = dtype
+    exported._set_tensor(obj.data_ptr(), dtype[0])
+    return True
+
+
 class Exported:
     """One array as a tj_tensor. ``tensor`` points at arrays this object owns, and the capsule
     keeps the producer's memory alive: hold the Exported for as long as the library may read or
@@ -144,6 +184,8 @@ class Exported:
     def __init__(self, obj: Any, name: str, stream: Optional[int] = None) -> None:
         self.source = obj
         self.name = name
+        if _from_torch(self, obj):
+            return
         self.device = device_of(obj, name)
         as_bool = False
         try:
@@ -181,9 +223,13 @@ class Exported:
                 f"tensor '{name}' has dtype {self.dtype_label}, which tilejit does not take "
                 f"(f32, f16, bf16 for values; i32, i64, u8, bool for indices and flags)")
         self.dtype: int = dtype
+        data = (dl.data or 0) + int(dl.byte_offset)
+        self._set_tensor(data, dtype)
+
+    def _set_tensor(self, data: int, dtype: int) -> None:
+        ndim = len(self.shape)
         self._shape = (c_int64 * max(ndim, 1))(*self.shape)
         self._strides = (c_int64 * max(ndim, 1))(*self.strides)
-        data = (dl.data or 0) + int(dl.byte_offset)
         self.tensor = _capi.Tensor(data or None, dtype, ndim, self._shape, self._strides,
                                    self.device)
 
