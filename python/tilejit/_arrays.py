@@ -116,7 +116,7 @@ def stream_of(x: Any) -> Optional[int]:
     lib = library_of(x)
     if lib == "torch" and x.is_cuda:
         import torch
-        return int(torch.cuda.current_stream(x.device).cuda_stream)
+        return int(torch.cuda.current_stream(x.get_device()).cuda_stream)
     if lib == "cupy":
         import cupy
         with x.device:

@@ -137,7 +137,25 @@ def _dlpack_0x_alias(obj: Any) -> Optional[Tuple[Any, bool]]:
     return alias, bool(is_bool)
 
 
-_TORCH_DTYPES: Optional[dict] = None  # torch dtype -> (tj_dtype, label), made on first use
+# Set on the first torch tensor seen: (torch, the plain tensor types, {dtype: (tj_dtype, label)}).
+_TORCH: Optional[Tuple[Any, Tuple[type, ...], dict]] = None
+
+
+def _torch_types() -> Optional[Tuple[Any, Tuple[type, ...], dict]]:
+    global _TORCH
+    if _TORCH is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        _TORCH = (torch, (torch.Tensor, torch.nn.Parameter),
+                  {torch.float32: (_capi.DTYPE_F32, "float32"),
+                   torch.float16: (_capi.DTYPE_F16, "float16"),
+                   torch.bfloat16: (_capi.DTYPE_BF16, "bfloat16"),
+                   torch.int32: (_capi.DTYPE_I32, "int32"),
+                   torch.int64: (_capi.DTYPE_I64, "int64"),
+                   torch.uint8: (_capi.DTYPE_U8, "uint8"),
+                   torch.bool: (_capi.DTYPE_BOOL, "bool8")})
+    return _TORCH
 
 
 def _from_torch(exported: "Exported", obj: Any) -> bool:
@@ -145,26 +163,19 @@ def _from_torch(exported: "Exported", obj: Any) -> bool:
     capsule (which costs tens of microseconds per tensor in torch's __dlpack__): the same
     pointer, shape, strides and device the capsule would carry. The tensor itself keeps its
     memory alive. False, with nothing filled, for anything else (other libraries, tensor
-    subclasses, conjugate or negative views, dtypes tilejit does not take, devices other than
-    CUDA and the CPU): those go through DLPack, which reports what is wrong with them."""
-    torch = sys.modules.get("torch")
-    if torch is None or type(obj) not in (torch.Tensor, torch.nn.Parameter):
+    subclasses, negative views, dtypes tilejit does not take (complex ones, whose conjugate
+    views DLPack refuses, among them), devices other than CUDA and the CPU): those go through
+    DLPack, which reports what is wrong with them."""
+    known = _torch_types()
+    if known is None or type(obj) not in known[1]:
         return False
-    global _TORCH_DTYPES
-    if _TORCH_DTYPES is None:
-        _TORCH_DTYPES = {torch.float32: (_capi.DTYPE_F32, "float32"),
-                         torch.float16: (_capi.DTYPE_F16, "float16"),
-                         torch.bfloat16: (_capi.DTYPE_BF16, "bfloat16"),
-                         torch.int32: (_capi.DTYPE_I32, "int32"),
-                         torch.int64: (_capi.DTYPE_I64, "int64"),
-                         torch.uint8: (_capi.DTYPE_U8, "uint8"),
-                         torch.bool: (_capi.DTYPE_BOOL, "bool8")}
-    dtype = _TORCH_DTYPES.get(obj.dtype)
-    if dtype is None or obj.layout is not torch.strided or obj.is_conj() or obj.is_neg():
+    torch, _, dtypes = known
+    dtype = dtypes.get(obj.dtype)
+    if dtype is None or obj.layout is not torch.strided or obj.is_neg():
         return False
     if obj.is_cuda:
         exported.device = obj.get_device()
-    elif obj.device.type == "cpu":
+    elif obj.is_cpu:
         exported.device = _capi.TJ_HOST
     else:
         return False
@@ -174,6 +185,9 @@ def _from_torch(exported: "Exported", obj: Any) -> bool:
     exported.dtype, exported.dtype_label = dtype
     exported._set_tensor(obj.data_ptr(), dtype[0])
     return True
+
+
+_I64_ARRAYS = [c_int64 * n for n in range(1, 9)]  # the ctypes array types of ranks 0 (one) to 8
 
 
 class Exported:
@@ -228,8 +242,9 @@ class Exported:
 
     def _set_tensor(self, data: int, dtype: int) -> None:
         ndim = len(self.shape)
-        self._shape = (c_int64 * max(ndim, 1))(*self.shape)
-        self._strides = (c_int64 * max(ndim, 1))(*self.strides)
+        array = _I64_ARRAYS[ndim - 1] if 0 < ndim <= 8 else c_int64 * max(ndim, 1)
+        self._shape = array(*self.shape)
+        self._strides = array(*self.strides)
         self.tensor = _capi.Tensor(data or None, dtype, ndim, self._shape, self._strides,
                                    self.device)
 
