@@ -5,11 +5,14 @@
 //
 //   attention_gpu_bench [--quick] [--masks causal,alibi_causal] [--shapes "B,H,S,D,Hkv;..."]
 //                       [--windows 1024,4096] (the sliding-window cases, sliding_window_<w>)
-//                       [--reps N] [--no-scaling] [--spacer-mb N] > attention.jsonl
+//                       [--reps N] [--no-scaling] [--spacer-mb N] [--scratch-spacer-mb N]
+//                       > attention.jsonl
 //
 // --spacer-mb N allocates N MiB before the first shape's tensors, so every buffer lands
 // elsewhere in memory: the backward's time depends on where its buffers land (up to 10% at
 // D 128, bench/NOTES.md), so a figure is best taken over a few spacers, one process each.
+// --scratch-spacer-mb N allocates N MiB after each shape's tensors instead: only the scratch
+// the library allocates at its first calls moves. The buffers' addresses go to stderr.
 // Also: the first call per program (kernel compile or cache load, whichever the cache gives),
 // and mask-building time on the GPU and the CPU, up to 1M tokens for a document mask.
 #include <fmt/format.h>
@@ -184,6 +187,7 @@ struct BenchOptions {
   std::vector<std::array<int, 5>> shapes;  // B, H, S, D, Hkv; empty: the default list
   bool scaling = true;                // the mask-analysis scaling rows
   int spacer_mb = 0;                  // allocated before the tensors (memory placement)
+  int scratch_spacer_mb = 0;          // allocated after them: only the library's scratch moves
   std::vector<int> windows{1024};     // the sliding-window cases' windows
 };
 
@@ -199,6 +203,21 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
   Device dq = device_tensor(DType::BF16, {B, H, S, D}, "dq"),
          dk = device_tensor(DType::BF16, {B, Hkv, S, D}, "dk"),
          dv = device_tensor(DType::BF16, {B, Hkv, S, D}, "dv");
+  // Allocated after the tensors and before the library's first call: only the scratch the
+  // library allocates then (the backward's dQ accumulator, delta) lands elsewhere.
+  std::optional<Device> scratch_spacer;
+  if (opt.scratch_spacer_mb > 0)
+    scratch_spacer.emplace(
+        device_tensor(DType::F32, {int64_t{opt.scratch_spacer_mb} << 18}, "scratch spacer"));
+  fmt::print(stderr, "buffers (MiB): q {} k {} v {} d_out {} out {} dq {} dk {} dv {}\n",
+             reinterpret_cast<uintptr_t>(q.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(k.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(v.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(d_out.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(out.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(dq.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(dk.view.data) >> 20,
+             reinterpret_cast<uintptr_t>(dv.view.data) >> 20);
   const double dense_fwd = 4.0 * B * H * double(S) * S * D;
   const int reps = opt.reps;
   for (MaskCase& c : mask_cases(B, H, S, opt.windows)) {
@@ -309,6 +328,8 @@ int main(int argc, char** argv) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--spacer-mb" && has_value) {
       opt.spacer_mb = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--scratch-spacer-mb" && has_value) {
+      opt.scratch_spacer_mb = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--windows" && has_value) {
       opt.windows.clear();
       for (const std::string& w : split(argv[++i], ',')) opt.windows.push_back(std::stoi(w));

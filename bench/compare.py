@@ -534,6 +534,14 @@ def main() -> int:
         # (imported by name: a bare `import torch....` here would make `torch` local to main)
         from torch._functorch import config as functorch_config
         functorch_config.donated_buffer = False
+        # Every case's mask and score mods compile flex_attention again; past Dynamo's recompile
+        # limit (8) it would fall back to the eager, materialising FlexAttention (1-100 TFLOP/s
+        # and out of memory at 32k), and later cases would time that instead.
+        from torch._dynamo import config as dynamo_config
+        for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                      "accumulated_cache_size_limit"):
+            if hasattr(dynamo_config, limit):
+                setattr(dynamo_config, limit, max(getattr(dynamo_config, limit), 256))
         compiled_flex = torch.compile(flex_attention)
     else:
         compiled_flex = flex_attention  # the smoke run: eager, to exercise the comparison

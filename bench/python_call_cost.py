@@ -11,6 +11,7 @@ Then the C entry points' share of tilejit's host time, and a cProfile of its cal
 entries by own time).
 
     python3 bench/python_call_cost.py --lib build [--shape B,H,S,D] [--calls 30] [--out DIR]
+                                      [--systems tilejit,cuDNN] [--spacer-mb N]
 """
 
 from __future__ import annotations
@@ -131,6 +132,9 @@ def main() -> int:
     parser.add_argument("--lib", default="")
     parser.add_argument("--shape", default="2,16,8192,128", help="B,H,S,D (causal)")
     parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--systems", default="tilejit,cuDNN,FlexAttention")
+    parser.add_argument("--spacer-mb", type=int, default=0,
+                        help="MiB allocated before the tensors (their placement in memory)")
     parser.add_argument("--out", default=os.environ.get("RESULTS_DIR", "."))
     args = parser.parse_args()
     compare.load_tilejit(args.lib)
@@ -139,6 +143,7 @@ def main() -> int:
         print("no CUDA device usable by torch and tilejit: nothing to measure")
         return 0
     b, h, s, d = (int(x) for x in args.shape.split(","))
+    spacer = torch.empty(args.spacer_mb << 20, dtype=torch.uint8, device="cuda")  # noqa: F841
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn((b, h, s, d), generator=gen).to("cuda", torch.bfloat16)
                .requires_grad_() for _ in range(3))
@@ -159,7 +164,10 @@ def main() -> int:
                                                device="cuda")
         systems["FlexAttention"] = lambda: flex(q, k, v, block_mask=flex_block)
 
-    results: Dict[str, Any] = {"shape": [b, h, s, d], "calls": args.calls}
+    wanted = args.systems.split(",")
+    systems = {name: run for name, run in systems.items() if name in wanted}
+    results: Dict[str, Any] = {"shape": [b, h, s, d], "calls": args.calls,
+                               "spacer_mb": args.spacer_mb}
     for name, run in systems.items():
         try:
             results[name] = three_ways(run, (q, k, v), args.calls)
