@@ -96,9 +96,15 @@ def timed_ms(fn: Callable[[], object], device: str, warmup: int = 3, repeats: in
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times)
+    torch.cuda.synchronize()
+    return queued_cuda_ms(fn, repeats)
+
+
+def queued_cuda_ms(fn: Callable[[], object], repeats: int) -> float:
+    """Median milliseconds between CUDA events around each of `repeats` calls of fn(), all
+    enqueued behind a busy stream (so none waits for the host)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(repeats)]
-    torch.cuda.synchronize()
     torch.cuda._sleep(int(40e6))  # ~20 ms at 2 GHz: the host queues every call behind it
     for start, stop in events:
         start.record()

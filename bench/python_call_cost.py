@@ -40,18 +40,6 @@ def busy(ms: float) -> None:
     torch.cuda._sleep(int(ms * 2.0e6))  # ~2 GHz: cycles per millisecond
 
 
-def queued_ms(fn: Callable[[], Any], calls: int) -> float:
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(calls)]
-    busy(20.0)
-    for start, stop in events:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in events)
-
-
 def synced_ms(fn: Callable[[], Any], calls: int) -> float:
     times = []
     for _ in range(calls):
@@ -78,7 +66,7 @@ def measure(fn: Callable[[], Any], calls: int) -> Dict[str, float]:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    return {"queued_ms": queued_ms(fn, calls), "synced_ms": synced_ms(fn, calls),
+    return {"queued_ms": compare.queued_cuda_ms(fn, calls), "synced_ms": synced_ms(fn, calls),
             "host_us": host_us(fn, calls)}
 
 
