@@ -100,12 +100,18 @@ def timed_ms(fn: Callable[[], object], device: str, warmup: int = 3, repeats: in
     return queued_cuda_ms(fn, repeats)
 
 
+def busy_stream(ms: float) -> None:
+    """Keeps the current CUDA stream busy for about `ms`, so the host's next calls queue behind
+    it."""
+    torch.cuda._sleep(int(ms * 2.0e6))  # ~2 GHz: cycles per millisecond
+
+
 def queued_cuda_ms(fn: Callable[[], object], repeats: int) -> float:
     """Median milliseconds between CUDA events around each of `repeats` calls of fn(), all
     enqueued behind a busy stream (so none waits for the host)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(repeats)]
-    torch.cuda._sleep(int(40e6))  # ~20 ms at 2 GHz: the host queues every call behind it
+    busy_stream(20.0)  # the host queues every call behind it
     for start, stop in events:
         start.record()
         fn()

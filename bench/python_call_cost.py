@@ -35,11 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (the library loader and the peers' imports)
 
 
-def busy(ms: float) -> None:
-    """Keeps the current stream busy for about `ms`, so the host's next calls queue behind it."""
-    torch.cuda._sleep(int(ms * 2.0e6))  # ~2 GHz: cycles per millisecond
-
-
 def synced_ms(fn: Callable[[], Any], calls: int) -> float:
     times = []
     for _ in range(calls):
@@ -53,7 +48,8 @@ def synced_ms(fn: Callable[[], Any], calls: int) -> float:
 
 
 def host_us(fn: Callable[[], Any], calls: int) -> float:
-    busy(2.0 * calls + 20.0)  # longer than the calls' host time: none of them waits
+    # Longer than the calls' host time: none of them waits.
+    compare.busy_stream(2.0 * calls + 20.0)
     t0 = time.perf_counter()
     for _ in range(calls):
         fn()
@@ -103,7 +99,7 @@ def c_share(tj, run_step: Callable[[], Any], calls: int) -> Dict[str, float]:
 
 
 def profile(run_step: Callable[[], Any], calls: int) -> str:
-    busy(2.0 * calls + 20.0)
+    compare.busy_stream(2.0 * calls + 20.0)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
