@@ -13,6 +13,8 @@
 // D 128, bench/NOTES.md), so a figure is best taken over a few spacers, one process each.
 // --scratch-spacer-mb N allocates N MiB after each shape's tensors instead: only the scratch
 // the library allocates at its first calls moves. The buffers' addresses go to stderr.
+// With TILEJIT_LAUNCH_TRACE set, each case's launches go to that file (bench/launch_gaps.py
+// --kernels sums them per kernel).
 // Also: the first call per program (kernel compile or cache load, whichever the cache gives),
 // and mask-building time on the GPU and the CPU, up to 1M tokens for a document mask.
 #include <fmt/format.h>
@@ -33,6 +35,7 @@
 #include "runtime/Attention.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/LaunchTrace.h"
 #include "runtime/MaskAnalysis.h"
 #include "runtime/MaskAnalysisGpu.h"
 
@@ -261,6 +264,7 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
         2.5 * flops / bwd_ms / 1e9, gpu_mask_ms, cpu_mask_ms, mask.bytes(), n.full, n.partial,
         first_s);
     std::fflush(stdout);
+    if (launch_trace_enabled()) flush_launch_trace();  // TILEJIT_LAUNCH_TRACE: this case's launches
   }
 }
 

@@ -2,6 +2,10 @@
 """Where the GPU waited during each timed call of a launch trace (runtime/LaunchTrace.h).
 
     python3 bench/launch_gaps.py TRACE.jsonl [--min-gap-us 20] [--top 8]
+    python3 bench/launch_gaps.py TRACE.jsonl --kernels
+
+--kernels: per kernel name and grid, the number of launches and their median and least
+duration (the events bracket each launch, so a short kernel reads a few microseconds long).
 
 For every "LABEL i begin" / "LABEL i end" marker pair (bench/linear_ce_gpu_bench.cpp marks each
 timed call): the call's GPU wall time, the time some kernel ran (the union of the kernels'
@@ -17,8 +21,11 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--min-gap-us", type=float, default=20.0)
     ap.add_argument("--top", type=int, default=8)
+    ap.add_argument("--kernels", action="store_true")
     a = ap.parse_args()
     entries = [json.loads(line) for line in open(a.trace) if line.strip()]
+    if a.kernels:
+        return kernel_table(entries)
     # Each flush writes times from its own first event: a marker's times are only compared with
     # the entries of the same flush, which lie between it and the next "begin" of that flush.
     begin = None
@@ -52,6 +59,18 @@ def main():
         short = lambda n: n.replace("tj_linear_ce_", "").split("_bf16")[0].split("_f16")[0]
         desc = ", ".join(f"{g[0] * 1e3:.0f}: {short(g[1])} -> {short(g[2])}" for g in gaps)
         print(f"{label:40s} {t1 - t0:8.2f} {busy:8.2f} {t1 - t0 - busy:8.2f} {len(ks):7d}  {desc}")
+    return 0
+
+
+def kernel_table(entries):
+    times = {}
+    for e in entries:
+        if e["kind"] == "kernel":
+            times.setdefault((e["name"], e.get("grid", "")), []).append(e["end_ms"] - e["start_ms"])
+    print(f"{'kernel':72s} {'grid':>16s} {'n':>4s} {'median ms':>10s} {'least ms':>9s}")
+    for (name, grid), ts in times.items():
+        ts.sort()
+        print(f"{name[:72]:72s} {grid:>16s} {len(ts):4d} {ts[len(ts) // 2]:10.4f} {ts[0]:9.4f}")
     return 0
 
 

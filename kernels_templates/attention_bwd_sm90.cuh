@@ -5,10 +5,17 @@
 // score_mod; score_grad where P > 0; full tiles skip the mask) and the transposed block-mask
 // runs, so both paths compute the same dQ, dK, dV.
 //
-// CTA: one per (128 keys = two block-mask kv tiles, b * Hkv); grid (B * Hkv, ceil(kv_tiles / 2)).
-// The K and V tiles stay in shared memory. The CTA walks every q head of its GQA group and, per
-// head, the union of its two kv tiles' transposed run lists (q tiles in order), each q tile in
-// two steps of kQStep = 64 rows. 384 threads in three warpgroups:
+// CTA: one per (128 keys = two block-mask kv tiles, b * Hkv), a key block; grid (band * B * Hkv,
+// ceil(key blocks / band)), blockIdx.x = band * (b * Hkv + hk) + i for key block
+// band * blockIdx.y + i. CTAs start in the order of their linear index, so band g's key blocks
+// g * band .. g * band + band - 1 of every (b, h) in turn start together (the longest first for
+// triangular masks) and walk the same q tiles of the same heads close together in time: their Q,
+// dO and dq_accum rows are then read and added to in L2 rather than each from memory (the
+// runtime picks the band, runtime/Attention.cpp; bench/NOTES.md, thirtieth session). A last
+// band's CTAs past the key blocks return at once. The K and V tiles stay in shared memory. The
+// CTA walks every q head of its GQA group and, per head, the union of its two kv tiles'
+// transposed run lists (q tiles in order), each q tile in two steps of kQStep = 64 rows. 384
+// threads in three warpgroups:
 //   warpgroup 0, producer (24 registers): warp 0 walks the runs, loads K and V once, then Q and
 //     dO of every step into a kStages ring with TMA (lane 0) and the step's lse and delta with
 //     cp.async (all lanes, zero past Sq), and writes the step's record (q head, first row, the
@@ -552,8 +559,10 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
   if (p.mask.block_q != attn_block_q<8, 1>() || p.mask.block_kv != kAttnBlockKV) __trap();
   const AttnShape& sh = p.shape;
   const int group = sh.heads_q / sh.heads_kv;
-  const int b = blockIdx.x / sh.heads_kv, hk = blockIdx.x % sh.heads_kv;
-  const int kt0 = 2 * blockIdx.y, kv0 = kt0 * kAttnBlockKV;
+  const int band = gridDim.x / (sh.batch * sh.heads_kv), bh = blockIdx.x / band;
+  const int b = bh / sh.heads_kv, hk = bh % sh.heads_kv;
+  const int kt0 = 2 * (blockIdx.y * band + blockIdx.x % band), kv0 = kt0 * kAttnBlockKV;
+  if (kt0 >= p.mask.kv_tiles) return;  // past the last key block, in the last band
   const int wg = warpgroup_index();
 
   if (threadIdx.x == 0) {

@@ -42,6 +42,7 @@ struct AttentionFwdParams {
                 // or null for fixed shares (FwdWorkItem)
   AttnShape shape;
   BlockMaskView mask;
+  int q_band;   // the Hopper kernel: q tiles of one (b, h) numbered together (FwdWorkItem); 0 = 1
 };
 
 // Tile sizes the block mask must be built with for the portable kernels.

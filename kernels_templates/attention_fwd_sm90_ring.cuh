@@ -95,8 +95,13 @@ struct KvStepCursor {
   }
 };
 
-// The work items (b, h, q tile), numbered longest first for triangular masks: q tiles from the
-// last, every (b, h) of a q tile next to each other (CTAs running together share K and V in L2).
+// The work items (b, h, q tile), numbered longest first for triangular masks and in bands of
+// p.q_band q tiles: band g holds q tiles g * band .. g * band + band - 1 counted from the last,
+// every (b, h) in turn with its band's q tiles next to each other. The items of one (b, h) that
+// run together read the same K and V tiles in the same order, so those come from L2: with a
+// band of 1 (every (b, h) of a q tile next to each other) a causal mask at S 2k, B 8, H 16 had
+// 132 CTAs on 132 different heads, each reading its K and V from memory (bench/NOTES.md,
+// thirtieth session). The runtime picks the band (runtime/Attention.cpp).
 // Two ways to share them out, the runtime's choice (p.work):
 //   - fixed shares (p.work null), where the items never grow in that order: CTA c takes, in round
 //     k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when k is odd
@@ -124,12 +129,15 @@ struct FwdWorkItem {
   }
   __device__ __forceinline__ static FwdWorkItem at(const AttentionFwdParams& p, int item) {
     const AttnShape& sh = p.shape;
-    const int bh_count = sh.batch * sh.heads_q, bh = item % bh_count;
+    const int bh_count = sh.batch * sh.heads_q, band = max(p.q_band, 1);
+    const int first = item / (bh_count * band) * band;   // the band's first q tile from the last
+    const int width = min(band, p.mask.q_tiles - first);  // the last band may be narrower
+    const int in_band = item - first * bh_count, bh = in_band / width;
     FwdWorkItem w;
     w.b = bh / sh.heads_q;
     w.h = bh % sh.heads_q;
     w.hk = w.h / (sh.heads_q / sh.heads_kv);
-    w.qt = p.mask.q_tiles - 1 - item / bh_count;
+    w.qt = p.mask.q_tiles - 1 - (first + in_band % width);
     w.q0 = w.qt * kAttnSm90BlockQ;
     return w;
   }

@@ -122,6 +122,7 @@ struct FwdParams {
   int* work;
   AttnShapeArg shape;
   BlockMaskArg mask;
+  int q_band;
 };
 struct BwdParams {
   AttnTensorArg q, k, v, out, d_out, dq, dk, dv;
@@ -270,6 +271,36 @@ bool forward_schedule_counter(const DeviceMask& mask) {
   return chosen == "counter";
 }
 
+// The band of the Hopper kernels' schedules: how many q tiles (forward, FwdWorkItem) or key
+// blocks (backward, its grid) of one head are numbered next to each other. Items of one head
+// that run together read the same K and V (forward) or Q, dO and dQ rows (backward) close
+// together in time, so all but the first read them from L2. With `heads` heads and `ctas` CTAs
+// running at once, a band of 1 puts ctas / heads items of each head side by side: enough where
+// the sequences are long and the heads few (S 8k, B 2: 4 per head); at S 2k, B 8 every running
+// CTA had a head of its own and read everything from memory (bench/NOTES.md, thirtieth
+// session). The band is chosen so that kItemsPerHead of each head run together.
+// TILEJIT_ATTENTION_BAND=N sets it (for measuring).
+int schedule_band(int64_t heads, int64_t tiles, int64_t ctas) {
+  static const int chosen = [] {
+    const char* env = std::getenv("TILEJIT_ATTENTION_BAND");
+    if (!env || !*env) return 0;
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    TILEJIT_USER_CHECK(*end == 0 && v >= 1 && v <= 1024,
+                       "TILEJIT_ATTENTION_BAND must be an integer from 1 to 1024, got '{}'", env);
+    return static_cast<int>(v);
+  }();
+  constexpr int64_t kItemsPerHead = 4;
+  const int64_t band = chosen ? chosen : (kItemsPerHead * heads + ctas - 1) / std::max<int64_t>(ctas, 1);
+  return static_cast<int>(std::clamp<int64_t>(band, 1, std::max<int64_t>(tiles, 1)));
+}
+
+// SMs of device 0, as the kernels' arch (gpu_context); read once, not on every call.
+int64_t sm_count() {
+  static const int64_t sms = Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+  return sms;
+}
+
 AttnTensorArg tensor_arg(const TensorView& t) {
   return {t.data, t.strides[0], t.strides[1], t.strides[2]};
 }
@@ -409,6 +440,11 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   std::lock_guard lock(state.mutex);
   const DeviceMask& mask = device_mask(state, context, stream, block_mask);
   const bool counter = sm90 && forward_schedule_counter(mask);
+  // Persistent (sm90): at most one CTA per SM, walking the (b, h, q tile) items longest first for
+  // triangular masks, in bands of q tiles, in fixed shares or one at a time
+  // (DeviceMask::fixed_shares).
+  const int64_t heads = int64_t{p.batch} * p.heads_q, items = heads * block_mask.q_tiles();
+  const int64_t ctas = std::min(items, sm_count());
   FwdParams params{tensor_arg(q),
                    tensor_arg(k),
                    tensor_arg(v),
@@ -416,16 +452,11 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    static_cast<float*>(lse.data),
                    counter ? work_counters(state, context, stream) : nullptr,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   mask.view};
+                   mask.view,
+                   schedule_band(heads, block_mask.q_tiles(), ctas)};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   if (sm90) {
-    // Persistent: at most one CTA per SM, walking the (b, h, q tile) items longest first for
-    // triangular masks, in fixed shares or one at a time (DeviceMask::fixed_shares).
-    const int64_t items = int64_t{p.batch} * p.heads_q * block_mask.q_tiles();
-    // Device 0's, as the kernels' arch (gpu_context); read once, not on every call.
-    static const int64_t sms =
-        Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
-    launch_if(kernel, {static_cast<unsigned>(std::min(items, sms)), 1, 1}, stream, kernel_params);
+    launch_if(kernel, {static_cast<unsigned>(ctas), 1, 1}, stream, kernel_params);
     return;
   }
   launch_if(
@@ -517,12 +548,23 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   void* rows_params[] = {&params};
   void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);
-  // The sm90 kernel's CTA covers kAttentionBwdSm90BlockKV keys, two block-mask kv tiles.
-  const int kv_per_cta = sm90 ? kAttentionBwdSm90BlockKV / kAttentionBlockKV : 1;
-  launch_if(bwd,
-            {static_cast<unsigned>(p.batch * p.heads_kv),
-             static_cast<unsigned>((block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta), 1},
-            stream, main_params);
+  if (sm90) {
+    // A CTA per key block (kAttentionBwdSm90BlockKV keys, two block-mask kv tiles), in bands of
+    // key blocks (attention_bwd_sm90.cuh): grid (band * B * Hkv, ceil(key blocks / band)).
+    const int64_t heads = int64_t{p.batch} * p.heads_kv;
+    const int kv_per_cta = kAttentionBwdSm90BlockKV / kAttentionBlockKV;
+    const int64_t key_blocks = (block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta;
+    const int band = schedule_band(heads, key_blocks, sm_count());
+    launch_if(bwd,
+              {static_cast<unsigned>(band * heads),
+               static_cast<unsigned>((key_blocks + band - 1) / band), 1},
+              stream, main_params);
+  } else {
+    launch_if(bwd,
+              {static_cast<unsigned>(p.batch * p.heads_kv),
+               static_cast<unsigned>(block_mask.kv_tiles()), 1},
+              stream, main_params);
+  }
   if (det)
     launch_if(dq_kernel,
               {static_cast<unsigned>(p.batch * p.heads_q),

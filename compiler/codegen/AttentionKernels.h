@@ -93,7 +93,7 @@ inline constexpr int kAttentionBlockKV = 64;
 // device side and runtime/Attention.cpp on its host mirrors. ForwardSm90 takes the forward's
 // params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap); the
 // BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO maps (four).
-inline constexpr size_t kAttnFwdParamsBytes = 224;
+inline constexpr size_t kAttnFwdParamsBytes = 232;
 inline constexpr size_t kAttnBwdParamsBytes = 368;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 512;
 inline constexpr size_t kAttnBwdTmaMapsBytes = 640;

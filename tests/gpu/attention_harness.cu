@@ -215,6 +215,13 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     check_forward("sm90", [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); });
     check_forward("sm90, fixed shares",
                   [&] { Launch<Prog, T, D>::fwd_sm90(fixed, dev_args, maps); });
+    // Items in bands of 3 q tiles (FwdWorkItem): a last band narrower than the rest where the
+    // q tiles are not a multiple of 3.
+    tjk::AttentionFwdParams banded = fp, banded_fixed = fixed;
+    banded.q_band = banded_fixed.q_band = 3;
+    check_forward("sm90, q band 3", [&] { Launch<Prog, T, D>::fwd_sm90(banded, dev_args, maps); });
+    check_forward("sm90, q band 3, fixed shares",
+                  [&] { Launch<Prog, T, D>::fwd_sm90(banded_fixed, dev_args, maps); });
     int work[2] = {-1, -1};
     CUDA_CHECK(cudaMemcpy(work, fwd_work_counters(), sizeof work, cudaMemcpyDeviceToHost));
     std::printf("  %-22s %d %d\n", "work counters after", work[0], work[1]);
@@ -273,6 +280,9 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     const tjk::AttnBwdTmaMaps bmaps = tensor_maps(bp, D, !std::is_same<T, tjk::bf16>::value);
     check_backward("sm90",
                    [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det); });
+    // Key blocks in bands of 3 (a last band with CTAs past the key blocks, which return).
+    check_backward("sm90, key band 3",
+                   [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 3); });
   }
 }
 

@@ -344,9 +344,10 @@ struct Launch {
   }
 
   // The Hopper backward: the portable preprocess, the sm_90a dK / dV (+ atomic dQ) kernel, then
-  // the portable dq_convert (atomic mode) or deterministic dQ kernel.
+  // the portable dq_convert (atomic mode) or deterministic dQ kernel. `band`: key blocks of one
+  // head side by side in the grid (attention_bwd_sm90.cuh).
   static void bwd_sm90(tjk::AttentionBwdParams p, const Args& a, const tjk::AttnBwdTmaMaps& maps,
-                       bool deterministic) {
+                       bool deterministic, int band = 1) {
     if (deterministic) p.dq_accum = nullptr;
     tjk::attention_bwd_preprocess_kernel<T, D><<<(rows(p) + 7) / 8, 256>>>(p);
     auto main_kernel = deterministic ? tjk::attention_bwd_sm90_kernel<Prog, Args, T, D, false>
@@ -354,7 +355,8 @@ struct Launch {
     constexpr int smem = tjk::AttnBwdSm90Layout<D>::kBytes;
     CUDA_CHECK(
         cudaFuncSetAttribute(main_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid(p.shape.batch * p.shape.heads_kv, (p.mask.kv_tiles + 1) / 2);
+    const int key_blocks = (p.mask.kv_tiles + 1) / 2;
+    dim3 grid(band * p.shape.batch * p.shape.heads_kv, (key_blocks + band - 1) / band);
     if (grid.y > 0) main_kernel<<<grid, tjk::kAttnBwdSm90Threads, smem>>>(p, a, maps);
     dq_pass(p, a, deterministic);
   }
