@@ -329,6 +329,21 @@ TEST_F(AttentionGpu, EdgeShapes) {
     for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 
+// Enough heads that the runtime numbers the Hopper kernels' work in bands (runtime/Attention.cpp,
+// schedule_band: four items per head among the running CTAs; on a 132-SM H200 a band of 2 for
+// 40 heads, 3 for 72), with q tiles and key blocks that leave the last band narrower and some
+// backward CTAs of it past the key blocks.
+TEST_F(AttentionGpu, ManyHeadsInBands) {
+  const Shape shapes[] = {{5, 8, 8, 640, 640, 64, DType::BF16, false},
+                          {9, 8, 2, 520, 520, 128, DType::F16, true}};
+  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
+  AttentionProgram window =
+      parse_attention("attention window { mask = q >= kv && q - kv < 200 }");
+  uint64_t seed = 41;
+  for (const AttentionProgram& p : {causal, window})
+    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+}
+
 // The forward's softmax moves a warp's reference only when a row's maximum grows by more than
 // 2^8 (OnlineSoftmax's lazy rescale): a bias rising along kv makes it move at most steps, one
 // falling along kv never after the first, a steep one in the middle of the row once late; rows

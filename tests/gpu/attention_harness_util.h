@@ -237,18 +237,22 @@ inline size_t layout_index(int b, int h, int s, int d, int H, int S, int D, bool
 
 // The TMA tensor map of an attention operand, encoded as the runtime does.
 inline tjk::TmaDescriptor tensor_map(const tjk::AttnTensor& t, int B, int H, int S, int D,
-                                     bool f16) {
+                                     bool f16, unsigned box_rows = 64) {
   const int64_t shape[4] = {B, H, S, D};
   const int64_t strides[3] = {t.stride_b, t.stride_h, t.stride_s};
-  return encode_tensor_map(tilejit::attention_tensor_map_args(t.ptr, shape, strides, f16),
-                           "an attention operand");
+  return encode_tensor_map(
+      tilejit::attention_tensor_map_args(t.ptr, shape, strides, f16, box_rows),
+      "an attention operand");
 }
 
+// The forward's maps: Q, K, V in 64-row boxes, the output in 16-row boxes (one warp's rows, which
+// its epilogue stores by TMA), as runtime/Attention.cpp encodes them.
 inline tjk::AttnFwdTmaMaps tensor_maps(const tjk::AttentionFwdParams& p, int D, bool f16) {
   const tjk::AttnShape& s = p.shape;
   return {tensor_map(p.q, s.batch, s.heads_q, s.seq_q, D, f16),
           tensor_map(p.k, s.batch, s.heads_kv, s.seq_kv, D, f16),
-          tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16)};
+          tensor_map(p.v, s.batch, s.heads_kv, s.seq_kv, D, f16),
+          tensor_map(p.out, s.batch, s.heads_q, s.seq_q, D, f16, 16)};
 }
 
 // The backward's maps: Q and dO shaped like Q, K and V like K, and the fp32 dQ accumulator.
