@@ -2,12 +2,13 @@
 # One call on a GPU host: configure, build (LLVM off), run the GPU tests and the kernel
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
 #   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
-#                             [cepeers] [cebench] [cetimes] [timeline] [sass] [profile]
+#                             [cepeers] [cebench] [cetimes] [timeline] [sass] [profile] [bands]
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), BENCH_SPACERS (e.g. "3 29": one bench
 #        process per memory placement), PACK=1 (the files but the summary into OUTDIR.tgz),
 #        TILEJIT_GPU_BUILD (build dir),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
-#        ~4 min), COMPARE_ARGS (default "--quick --repeats 10")
+#        ~4 min), COMPARE_ARGS (default "--quick --repeats 10"), BANDS (the bands step's
+#        TILEJIT_ATTENTION_BAND values, default "1 2 4 8"), BANDS_ARGS (its bench arguments)
 #   (default: tests attention ce)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -164,6 +165,24 @@ for r in scaling:
 PY
 fi
 
+# bands: the attention bench once per schedule band (TILEJIT_ATTENTION_BAND, one process each),
+# causal and documents at S 2k, 8k and 32k unless BANDS_ARGS says otherwise, fwd / bwd TFLOP/s.
+if has bands && [ -x $bdir/bench/attention_gpu_bench ]; then
+  band_args=(--masks causal,document_causal --shapes "8,16,2048,128,16;2,16,8192,128,16;1,16,32768,128,16"
+    --reps 10 --no-scaling)
+  [ -n "${BANDS_ARGS:-}" ] && read -ra band_args <<<"$BANDS_ARGS"
+  for band in ${BANDS:-1 2 4 8}; do
+    TILEJIT_ATTENTION_BAND=$band TILEJIT_CACHE_DIR=/tmp/tilejit-bench-cache timeout 150 \
+      $bdir/bench/attention_gpu_bench "${band_args[@]}" >"$out/bands_$band.jsonl" 2>"$out/bands_$band.err"
+    note "band $band: rc=$? SM clock after $(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)"
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print("  %-18s B=%d S=%6d fwd %6.1f bwd %6.1f" % (r["mask"], r["B"], r["S"], r["fwd_tflops"], r["bwd_tflops"]))
+' "$out/bands_$band.jsonl" | tee -a "$summary"
+  done
+fi
 if has peers && [ -d .peers ]; then
   # PEER_SHAPES: "B,H,S,D[,Hkv];..." runs that subset (bench/run_peers.py); unset: the full script
   if [ -n "${PEER_SHAPES:-}" ]; then
