@@ -91,8 +91,9 @@ inline constexpr int kAttentionBlockKV = 64;
 
 // Byte sizes of the templates' launch-parameter structs; generated modules assert them on the
 // device side and runtime/Attention.cpp on its host mirrors. ForwardSm90 takes the forward's
-// params, the program's TjArgs and then the Q, K, V tensor maps (three CUtensorMap); the
-// BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO maps (four).
+// params, the program's TjArgs and then the Q, K, V and output tensor maps (four CUtensorMap);
+// the BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO and dq_accum maps
+// (five).
 inline constexpr size_t kAttnFwdParamsBytes = 232;
 inline constexpr size_t kAttnBwdParamsBytes = 368;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 512;
