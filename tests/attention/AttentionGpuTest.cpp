@@ -344,6 +344,24 @@ TEST_F(AttentionGpu, ManyHeadsInBands) {
     for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 
+// The Hopper backward finishes dQ where it sums it (attention_bwd_sm90_dq.cuh): its accumulator
+// must be all zeros again after every launch, whatever the shape, so one stream's launches of
+// several shapes in turn (the slabs laid out anew each time, the larger first) must each give the
+// reference's dQ; q tiles that no key block visits (every other 256 rows here) get dQ = 0 from the
+// preprocess, over outputs poisoned first.
+TEST_F(AttentionGpu, BackwardFinishesDqAcrossShapes) {
+  AttentionProgram striped =
+      parse_attention("attention striped { mask = q >= kv && (q / 256) % 2 == 0 }");
+  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
+  const Shape shapes[] = {{2, 4, 2, 900, 900, 128, DType::BF16, false},
+                          {1, 3, 1, 333, 600, 64, DType::F16, true},
+                          {1, 2, 2, 260, 260, 128, DType::BF16, true}};
+  uint64_t seed = 123;
+  for (int round = 0; round < 2; ++round)
+    for (const AttentionProgram& p : {striped, causal})
+      for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+}
+
 // The forward's softmax moves a warp's reference only when a row's maximum grows by more than
 // 2^8 (OnlineSoftmax's lazy rescale): a bias rising along kv makes it move at most steps, one
 // falling along kv never after the first, a steep one in the middle of the row once late; rows
