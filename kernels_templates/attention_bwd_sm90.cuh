@@ -475,7 +475,11 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   wgmma_wait<0>();  // the closing record's products
   // The block stored in the last step, then the last step's dQ block; the read barriers each
   // consumer arrived at are met.
-  if (dq_staged) flush_dq(staged_head, staged_q0);
+  if (dq_staged) {
+    flush_dq(staged_head, staged_q0);
+    // before the next send counts the slab this one just did
+    if (kAtomicDq) slabs.finish_counted<T, kHeadDim>(p, b, dq_cblk, lane);
+  }
   if (kAtomicDq && step > 0) {
     if (dq_sender) bulk_wait_group_read<0>();
     ready_other(step - 1);
