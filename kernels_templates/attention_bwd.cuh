@@ -2,15 +2,13 @@
 // FlashAttention-2 style. Kernels, launched in this order:
 //
 //   attention_bwd_preprocess_kernel  delta = rowsum(dO * O) (fp32), the lse in the log2 domain;
-//                                    zeroes dq_accum if given, or, with dq_pending (Hopper),
-//                                    sets the dQ slabs' counters
+//                                    zeroes dq_accum if given
 //   attention_bwd_kernel             one CTA per (kv tile, b * Hkv): walks the transposed
 //                                    block-mask runs of every q head of its GQA group, recomputes
 //                                    P from lse and accumulates dK, dV in registers (so the group
 //                                    sum is in a fixed order). kAtomicDq: also adds dS K into the
 //                                    fp32 dq_accum with atomics.
-//   attention_bwd_dq_convert_kernel  dQ = scale * dq_accum in the input dtype (atomic mode; the
-//                                    Hopper kernel finishes dQ itself), or
+//   attention_bwd_dq_convert_kernel  dQ = scale * dq_accum in the input dtype (atomic mode), or
 //   attention_bwd_dq_kernel          deterministic mode: one CTA per (q tile, b * Hq) walks the
 //                                    forward runs and computes dQ = scale * dS K without atomics.
 // Each kernel's body is a device function (<name>_cta) so that generated extern "C" entry
@@ -32,10 +30,6 @@ struct AttentionBwdParams {
   float* delta;      // [B, Hq, Sq] written by the preprocess kernel
   float* lse_log2;   // [B, Hq, Sq] lse_log2(lse), written by the preprocess kernel
   float* dq_accum;   // [B, Hq, Sq, D] fp32 (atomic mode only; else null)
-  // Hopper atomic mode: per slab of 16 q rows and 64 d columns, the key blocks still to add into
-  // it (attention_bwd_sm90_dq.cuh), set by the preprocess kernel; dq_accum is then all zeros
-  // before the launch and after it. Else null.
-  int* dq_pending;
   AttnShape shape;
   BlockMaskView mask;
 };
@@ -55,58 +49,6 @@ __device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
 #endif
 }
 
-// Hopper atomic mode's dQ slabs (attention_bwd_sm90_dq.cuh finishes them): 16 q rows by 64 d
-// columns of one (b, q head), each with a counter of the key blocks still to add into it.
-constexpr int kDqSlabRows = 16, kDqSlabCols = 64;
-
-// The slab holding q row `row` of (b, h), numbered (b, h) major, and where its counter for d
-// columns 64 cblk.. sits in dq_pending.
-__device__ __forceinline__ int dq_slab_index(const AttnShape& sh, int b, int h, int row) {
-  const int slabs = (sh.seq_q + kDqSlabRows - 1) / kDqSlabRows;
-  return (b * sh.heads_q + h) * slabs + row / kDqSlabRows;
-}
-template <int kHeadDim>
-__device__ __forceinline__ long long dq_counter_at(int slab, int cblk) {
-  return static_cast<long long>(slab) * (kHeadDim / kDqSlabCols) + cblk;
-}
-
-// How many key blocks (pairs of block-mask kv tiles 2j, 2j + 1: the Hopper backward's CTAs)
-// visit q tile `t` of (b, h): the distinct pairs among the tile's forward runs, which the
-// transposed runs the CTAs walk mirror exactly (runtime/BlockMask.cpp).
-__device__ __forceinline__ int dq_key_blocks(const BlockMaskView& m, int b, int h, int t) {
-  const int list = m.list_index(b, h, t, m.q_tiles);
-  const int2* run = m.runs + __ldg(m.offsets + list);
-  const int2* end = m.runs + __ldg(m.offsets + list + 1);
-  int blocks = 0, last = -1;
-  for (; run < end; ++run) {
-    const int2 r = __ldg(run);
-    const int count = r.y >> 1;
-    if (count <= 0) continue;
-    const int first = max(r.x >> 1, last + 1), final_block = (r.x + count - 1) >> 1;
-    if (final_block >= first) blocks += final_block - first + 1;
-    last = max(last, final_block);
-  }
-  return blocks;
-}
-
-// The preprocess's part for the slab starting at row q of (b, h), by one warp: the slab's
-// counters, and dQ = 0 on its rows when no key block visits them.
-template <class T, int kHeadDim>
-__device__ __forceinline__ void dq_slab_prepare(const AttentionBwdParams& p, int b, int h, int q,
-                                                int lane) {
-  const int blocks = dq_key_blocks(p.mask, b, h, q / p.mask.block_q);
-  if (lane < kHeadDim / kDqSlabCols)
-    p.dq_pending[dq_counter_at<kHeadDim>(dq_slab_index(p.shape, b, h, q), lane)] = blocks;
-  if (blocks > 0) return;
-  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  for (int i = lane; i < kDqSlabRows * kChunks; i += 32) {
-    const int row = q + i / kChunks;
-    if (row < p.shape.seq_q)
-      *reinterpret_cast<uint4*>(p.dq.head(b, h) + row * p.dq.stride_s + (i % kChunks) * 8) =
-          uint4{0u, 0u, 0u, 0u};
-  }
-}
-
 // One warp per (b, h, q) row. Grid: ceil(B * Hq * Sq / 8) blocks of 256 threads.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attention_bwd_preprocess_cta(const AttentionBwdParams& p) {
@@ -124,13 +66,11 @@ __device__ __forceinline__ void attention_bwd_preprocess_cta(const AttentionBwdP
     unsigned ov = *reinterpret_cast<const unsigned*>(o + d);
     unsigned gv = *reinterpret_cast<const unsigned*>(d_o + d);
     sum += ElemOps<T>::lo(ov) * ElemOps<T>::lo(gv) + ElemOps<T>::hi(ov) * ElemOps<T>::hi(gv);
-    if (p.dq_accum && !p.dq_pending)
-      *reinterpret_cast<float2*>(p.dq_accum + row * kHeadDim + d) = float2{0.f, 0.f};
+    if (p.dq_accum) *reinterpret_cast<float2*>(p.dq_accum + row * kHeadDim + d) = float2{0.f, 0.f};
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   if (lane == 0) p.delta[row] = sum, p.lse_log2[row] = lse_log2(p.lse[row]);
-  if (p.dq_pending && q % kDqSlabRows == 0) dq_slab_prepare<T, kHeadDim>(p, b, h, q, lane);
 }
 
 template <class T, int kHeadDim>

@@ -1,6 +1,6 @@
 // Block-sparse attention backward for Hopper (sm_90a): the dK / dV (and atomic dQ) kernel of
 // attention_bwd.cuh on wgmma + TMA, warp-specialised. Everything around it is the portable
-// path's: the launch parameters, the preprocess (delta, and the dQ slabs' counters) kernel, the
+// path's: the launch parameters, the preprocess (delta) and dq_convert kernels, the
 // deterministic dQ kernel, the per-element formulas (element_logit: bounds, mask_mod,
 // score_mod; score_grad where P > 0; full tiles skip the mask) and the transposed block-mask
 // runs, so both paths compute the same dQ, dK, dV.
@@ -44,8 +44,7 @@
 //     step; in the next step, after the element pass, each warp, once its lanes have fenced its
 //     16 rows (__syncwarp, no barrier across the warpgroup), adds them into dq_accum with two TMA
 //     reductions from its lane 0 (cp.reduce.async.bulk.tensor add.f32, done in L2), which
-//     the last contributor to each 16-row slab converts to dQ and clears two sends later
-//     (attention_bwd_sm90_dq.cuh). By then the stores have drained, so the proxy fence costs
+//     dq_convert scales afterwards. By then the stores have drained, so the proxy fence costs
 //     little; fenced right after the stores it held the consumer up behind them (ncu: 8% of the
 //     warps' stall samples).
 //     Per-thread vector reductions (red.global.add.v4.f32) cost 1.6 of 3.8 ms on causal 8k: the
@@ -89,15 +88,14 @@
 //
 // Files: the producer side (layout, step records, run cursor, producer warp) is in
 // attention_bwd_sm90_ring.cuh, the element passes (P^T, dS^T with the hooks) in
-// attention_bwd_sm90_elements.cuh, dQ's slabs finished by their last contributor in
-// attention_bwd_sm90_dq.cuh, the consumers' phase clock (diagnostics, off by default) in
+// attention_bwd_sm90_elements.cuh, the consumers' phase clock (diagnostics, off by default) in
 // attention_bwd_sm90_profile.cuh; the products, the consumers and the kernel are here.
 //
 // Launch: attention_bwd_sm90_kernel below, or a generated entry point with
 // __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta; dynamic shared
 // memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the lse in
-// the log2 domain, and in atomic mode the dQ slabs' counters; dq_accum all zeros, as every
-// launch leaves it); the block mask built with block_q = 128, block_kv = 64.
+// the log2 domain, and dq_accum zeroed in atomic mode); the block mask built with block_q = 128,
+// block_kv = 64.
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),
@@ -110,7 +108,6 @@
 // deterministic).
 #pragma once
 
-#include "attention_bwd_sm90_dq.cuh"
 #include "attention_bwd_sm90_elements.cuh"
 #include "attention_bwd_sm90_profile.cuh"
 #include "attention_bwd_sm90_ring.cuh"
@@ -276,19 +273,10 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     }
     attn_bwd_sm90_store_dq(smem + (L::dq_block(base, cw) - base), dq, warp, lane);
   };
-  // The slabs this warp has added into dq_accum, until the last contributor of each finishes it
-  // (attention_bwd_sm90_dq.cuh).
-  BwdSm90DqSlabs slabs{base + L::kDqSlabs + 8 * (4 * cw + warp), 0};
-  if (kAtomicDq) slabs.begin(lane);
-  const int dq_cblk = dq_col0 / kDqSlabCols;
-  auto send_dq = [&](int head, int q0) {
-    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, head, q0);
-    slabs.after_send<kHeadDim>(p, b, dq_cblk, head, q0 + L::kDqWarpRows * warp, lane);
-  };
   auto flush_dq = [&](int head, int q0) {
     fence_proxy_async_shared();  // the reduction reads the buffer through the async proxy
     __syncwarp();
-    send_dq(head, q0);
+    if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, head, q0);
   };
   // The stage's record and, for a split pass, its lse pairs (this thread's q columns 8 n + col
   // (+ 1)), read as soon as its full barrier has completed, so their latency is spent under the
@@ -423,7 +411,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
       if (step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
       if (kSendAfterDsFence && dq_staged) {
         __syncwarp();
-        send_dq(staged_head, staged_q0);
+        if (dq_sender) attn_bwd_sm90_send_dq<kHeadDim>(maps, base, cw, warp, b, staged_head,
+                                                       staged_q0);
       }
     }
     clock_of.lap(kPhaseStoreDs);
@@ -447,7 +436,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     pin_registers(dsf);
     mbar_arrive(L::empty(base, slot.stage));
     slot.advance<L::kStages>();
-    if (kAtomicDq) slabs.finish_counted<T, kHeadDim>(p, b, dq_cblk, lane);
     clock_of.lap(kPhaseWaitDvDk);
     mbar_wait(L::full(base, slot.stage), slot.parity);
     st_next = read_record(slot.stage);
@@ -475,11 +463,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   wgmma_wait<0>();  // the closing record's products
   // The block stored in the last step, then the last step's dQ block; the read barriers each
   // consumer arrived at are met.
-  if (dq_staged) {
-    flush_dq(staged_head, staged_q0);
-    // before the next send counts the slab this one just did
-    if (kAtomicDq) slabs.finish_counted<T, kHeadDim>(p, b, dq_cblk, lane);
-  }
+  if (dq_staged) flush_dq(staged_head, staged_q0);
   if (kAtomicDq && step > 0) {
     if (dq_sender) bulk_wait_group_read<0>();
     ready_other(step - 1);
@@ -495,7 +479,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   if (kAtomicDq && step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
 
   if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
-  if (kAtomicDq) slabs.drain<T, kHeadDim>(p, b, dq_cblk, lane);
   // Epilogue: dK * scale and dV, two elements per store.
   unsigned short* gdk = p.dk.head(b, hk);
   unsigned short* gdv = p.dv.head(b, hk);

@@ -51,10 +51,7 @@ struct AttnBwdSm90Layout {
   static constexpr int kStatsBytes = 2 * kQStep * 4;               // lse, then delta
   static constexpr int kStats0 = 512;                              // in the barrier block
   static constexpr int kProfile = 320;  // after the step records: 2 x 64 B (TJ_BWD_SM90_PROFILE)
-  static constexpr int kDqSlabs = 448;  // 8 B per consumer warp (BwdSm90DqSlabs)
-  static_assert(256 + 16 * kStages <= kProfile && kProfile + 128 <= kDqSlabs &&
-                    kDqSlabs + 8 * 8 <= kStats0,
-                "barrier block");
+  static_assert(256 + 16 * kStages <= kProfile && kProfile + 128 <= kStats0, "barrier block");
   static constexpr int kBarrierBlockBytes = (kStats0 + kStages * kStatsBytes + 1023) / 1024 * 1024;
   static constexpr int kStageBytes = 2 * kQTileBytes;
   static constexpr int kK = kBarrierBlockBytes;

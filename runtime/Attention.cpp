@@ -130,7 +130,6 @@ struct BwdParams {
   float* delta;
   float* lse_log2;
   float* dq_accum;
-  int* dq_pending;
   AttnShapeArg shape;
   BlockMaskArg mask;
 };
@@ -172,8 +171,6 @@ struct DeviceState {
   std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> scratch;
   // The Hopper forward's work-item counters per stream (launches on one stream run in turn).
   std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> work_counters;
-  // The Hopper backward's fp32 dQ accumulator per stream: all zeros between launches.
-  std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> zeroed_dq_accum;
 };
 
 DeviceState& device_state() {
@@ -259,20 +256,6 @@ int* work_counters(DeviceState& state, CUcontext context, CUstream stream) {
     Driver::get()->memcpy_htod_async(buf.ptr(), kZeros, sizeof kZeros, stream);  // on `stream`
   }
   return static_cast<int*>(buf.data());
-}
-
-// At least `bytes` of fp32 accumulator for the Hopper backward on `stream`, all zeros: zeroed on
-// `stream` when made, and every launch leaves it so (attention_bwd_sm90_dq.cuh: the last
-// contributor to each slab clears it). A launch that fails to start leaves it untouched; one that
-// faults on the device loses the context, and the buffer with it.
-float* zeroed_dq_accum(DeviceState& state, CUcontext context, CUstream stream, size_t bytes) {
-  DeviceBuffer& buf = state.zeroed_dq_accum[{context, stream}];
-  if (buf.bytes() < bytes) {
-    if (buf.bytes() > 0) Driver::get()->stream_synchronize(stream);
-    buf = DeviceBuffer(bytes);
-    Driver::get()->memset_d8_async(buf.ptr(), 0, bytes, stream);
-  }
-  return static_cast<float*>(buf.data());
 }
 
 // Whether the Hopper forward takes its work items from the counter: DeviceMask::fixed_shares
@@ -538,24 +521,12 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
 
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
-  // Scratch: delta [rows], the log2-domain lse [rows], then, in atomic mode, the portable path's
-  // fp32 dQ accumulator [rows, D] (zeroed by the preprocess kernel) or the Hopper path's dQ slab
-  // counters (one per 16 rows and 64 columns, set by the preprocess kernel; its accumulator is
-  // kept zeroed apart, zeroed_dq_accum). The accumulator is read as float4: keep it 256-byte
-  // aligned like the allocation itself.
+  // Scratch: delta [rows], the log2-domain lse [rows], then (atomic mode) the fp32 dQ
+  // accumulator [rows, D]. The accumulator is read as float4: keep it 256-byte aligned like the
+  // allocation itself.
   const size_t row_bytes = (static_cast<size_t>(n_rows) * 4 + 255) & ~size_t{255};
   const size_t accum_bytes = det ? 0 : static_cast<size_t>(n_rows) * p.dim * 4;
-  const bool finish_dq = sm90 && !det;  // dQ finished by the Hopper kernel itself
-  const size_t slabs = static_cast<size_t>(p.batch) * p.heads_q * ((p.seq_q + 15) / 16);
-  TILEJIT_USER_CHECK(!finish_dq || slabs <= static_cast<size_t>(INT32_MAX),
-                     "attention backward: B x Hq x ceil(Sq / 16) = {} x {} x {} is past the 2^31 "
-                     "dQ slabs the Hopper kernel numbers; the deterministic mode has no such bound",
-                     p.batch, p.heads_q, (p.seq_q + 15) / 16);
-  const size_t tail_bytes = finish_dq ? slabs * (p.dim / 64) * 4 : accum_bytes;
-  float* work = scratch(state, context, stream, std::max<size_t>(2 * row_bytes + tail_bytes, 16));
-  float* dq_accum = det        ? nullptr
-                    : finish_dq ? zeroed_dq_accum(state, context, stream, std::max<size_t>(accum_bytes, 16))
-                                : work + 2 * row_bytes / 4;
+  float* work = scratch(state, context, stream, std::max<size_t>(2 * row_bytes + accum_bytes, 16));
   BwdParams params{tensor_arg(q),
                    tensor_arg(k),
                    tensor_arg(v),
@@ -567,8 +538,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    static_cast<const float*>(lse.data),
                    work,
                    work + row_bytes / 4,
-                   dq_accum,
-                   finish_dq ? reinterpret_cast<int*>(work + 2 * row_bytes / 4) : nullptr,
+                   det ? nullptr : work + 2 * row_bytes / 4,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    device_mask(state, context, stream, block_mask).view};
   if (sm90 && !det && n_rows > 0) {  // the dQ blocks are added into the accumulator by TMA
@@ -600,7 +570,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
               {static_cast<unsigned>(p.batch * p.heads_q),
                static_cast<unsigned>(block_mask.q_tiles()), 1},
               stream, main_params);
-  else if (!finish_dq)
+  else
     launch_if(convert, {blocks(n_rows * (p.dim / 8), 256), 1, 1}, stream, rows_params);
 }
 

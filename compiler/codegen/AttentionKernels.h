@@ -22,9 +22,9 @@
 // The Sm90 modules are for sm_90a devices (runtime/Attention.h picks them there); on any other
 // target their wgmma entry points compile to a trap, so the module list does not depend on the
 // architecture and a bundle built for several archs holds the same modules for each.
-// A backward pass runs BackwardRows' preprocess, then Backward's main kernel and BackwardRows'
-// dq_convert (portable atomic mode), BackwardSm90's main kernel alone (it finishes dQ itself),
-// or BackwardDeterministic's (or BackwardSm90Deterministic's) two kernels (deterministic mode).
+// A backward pass runs BackwardRows' preprocess, then Backward's (or BackwardSm90's) main
+// kernel and BackwardRows' dq_convert (atomic mode), or BackwardDeterministic's (or
+// BackwardSm90Deterministic's) two kernels (deterministic mode).
 // Program modules name their entries tj_<kernel>_<bf16|f16>_d<D>_<hash16>, the shared one
 // tj_<kernel>_<bf16|f16>_d<D>.
 #pragma once
@@ -95,7 +95,7 @@ inline constexpr int kAttentionBlockKV = 64;
 // the BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO and dq_accum maps
 // (five).
 inline constexpr size_t kAttnFwdParamsBytes = 232;
-inline constexpr size_t kAttnBwdParamsBytes = 376;
+inline constexpr size_t kAttnBwdParamsBytes = 368;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 512;
 inline constexpr size_t kAttnBwdTmaMapsBytes = 640;
 // Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is

@@ -244,13 +244,10 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              delta.p,
                              lse2.p,
                              dq_accum.p,
-                             nullptr,
                              shape,
                              mask.view};
   // One backward path in its three modes: atomic, deterministic, deterministic again (bits).
-  // `finishes_dq`: the path's atomic mode finishes dQ in its main kernel, which must leave the
-  // accumulator all zeros.
-  auto check_backward = [&](const char* path, const auto& launch, bool finishes_dq = false) {
+  auto check_backward = [&](const char* path, const auto& launch) {
     std::printf("  backward: %s\n", path);
     std::vector<uint16_t> first[3];
     for (int mode = 0; mode < 3; ++mode) {
@@ -258,12 +255,6 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
       dq.poison(), dk.poison(), dv.poison(), delta.poison(), lse2.poison(), dq_accum.poison();
       launch(det);
       CUDA_CHECK(cudaDeviceSynchronize());
-      if (mode == 0 && finishes_dq) {
-        std::vector<float> accum = dq_accum.download();
-        const long dirty = std::count_if(accum.begin(), accum.end(), [](float x) { return x != 0.f; });
-        std::printf("  %-22s %ld nonzero %s\n", "dq_accum after", dirty, dirty ? "FAIL" : "ok");
-        if (dirty) ++g_failures;
-      }
       if (mode == 2) {
         bool same =
             dq.download() == first[0] && dk.download() == first[1] && dv.download() == first[2];
@@ -287,12 +278,11 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
   check_backward("portable", [&](bool det) { Launch<Prog, T, D>::bwd(bp, dev_args, det); });
   if (g_sm90) {
     const tjk::AttnBwdTmaMaps bmaps = tensor_maps(bp, D, !std::is_same<T, tjk::bf16>::value);
-    check_backward(
-        "sm90", [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det); }, true);
+    check_backward("sm90",
+                   [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det); });
     // Key blocks in bands of 3 (a last band with CTAs past the key blocks, which return).
-    check_backward(
-        "sm90, key band 3",
-        [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 3); }, true);
+    check_backward("sm90, key band 3",
+                   [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 3); });
   }
 }
 
@@ -393,24 +383,17 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                              delta.p,
                              lse2.p,
                              dq_accum.p,
-                             nullptr,
                              shape,
                              mask.view};
   auto fwd = [&] { Launch<Prog, T, D>::fwd(fp, dev_args); };
   auto bwd = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, false); };
   auto bwd_det = [&] { Launch<Prog, T, D>::bwd(bp, dev_args, true); };
-  // The sm_90a backward's own accumulator, zeroed once: every atomic launch leaves it so (the
-  // portable one leaves its accumulator dirty).
-  DevBuf<float> dq_accum_sm90(qn);
-  CUDA_CHECK(cudaMemset(dq_accum_sm90.p, 0, qn * sizeof(float)));
-  tjk::AttentionBwdParams bp90 = bp;
-  bp90.dq_accum = dq_accum_sm90.p;
   tjk::AttnFwdTmaMaps maps{};
   tjk::AttnBwdTmaMaps bmaps{};
-  if (g_sm90) maps = tensor_maps(fp, D, !is_bf16), bmaps = tensor_maps(bp90, D, !is_bf16);
+  if (g_sm90) maps = tensor_maps(fp, D, !is_bf16), bmaps = tensor_maps(bp, D, !is_bf16);
   auto fwd_sm90 = [&] { Launch<Prog, T, D>::fwd_sm90(fp, dev_args, maps); };
-  auto bwd_sm90 = [&] { Launch<Prog, T, D>::bwd_sm90(bp90, dev_args, bmaps, false, 1, false); };
-  auto bwd_sm90_det = [&] { Launch<Prog, T, D>::bwd_sm90(bp90, dev_args, bmaps, true); };
+  auto bwd_sm90 = [&] { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, false); };
+  auto bwd_sm90_det = [&] { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, true); };
   for (int i = 0; i < 3; ++i) {
     fwd(), bwd(), bwd_det();
     if (g_sm90) fwd_sm90(), bwd_sm90(), bwd_sm90_det();

@@ -348,19 +348,11 @@ struct Launch {
   }
 
   // The Hopper backward: the portable preprocess, the sm_90a dK / dV (+ atomic dQ) kernel, then
-  // (deterministic mode) the deterministic dQ kernel; in atomic mode the sm_90a kernel finishes
-  // dQ itself from p.dq_accum, which must be all zeros before (zero_accum: cleared here first)
-  // and is all zeros after (attention_bwd_sm90_dq.cuh). `band`: key blocks of one head side by
-  // side in the grid (attention_bwd_sm90.cuh).
+  // the portable dq_convert (atomic mode) or deterministic dQ kernel. `band`: key blocks of one
+  // head side by side in the grid (attention_bwd_sm90.cuh).
   static void bwd_sm90(tjk::AttentionBwdParams p, const Args& a, const tjk::AttnBwdTmaMaps& maps,
-                       bool deterministic, int band = 1, bool zero_accum = true) {
+                       bool deterministic, int band = 1) {
     if (deterministic) p.dq_accum = nullptr;
-    if (!deterministic) {
-      if (zero_accum)
-        CUDA_CHECK(cudaMemset(p.dq_accum, 0, size_t(rows(p)) * D * sizeof(float)));
-      const size_t slabs = size_t(p.shape.batch) * p.shape.heads_q * ((p.shape.seq_q + 15) / 16);
-      p.dq_pending = dq_slab_counters(slabs * (D / 64));
-    }
     tjk::attention_bwd_preprocess_kernel<T, D><<<(rows(p) + 7) / 8, 256>>>(p);
     auto main_kernel = deterministic ? tjk::attention_bwd_sm90_kernel<Prog, Args, T, D, false>
                                      : tjk::attention_bwd_sm90_kernel<Prog, Args, T, D, true>;
@@ -370,15 +362,7 @@ struct Launch {
     const int key_blocks = (p.mask.kv_tiles + 1) / 2;
     dim3 grid(band * p.shape.batch * p.shape.heads_kv, (key_blocks + band - 1) / band);
     if (grid.y > 0) main_kernel<<<grid, tjk::kAttnBwdSm90Threads, smem>>>(p, a, maps);
-    if (deterministic) dq_pass(p, a, deterministic);
-    CUDA_CHECK(cudaGetLastError());
-  }
-
-  // The sm_90a backward's dQ slab counters (set by its preprocess): one buffer, grown as needed.
-  static int* dq_slab_counters(size_t count) {
-    static DevBuf<int> counters;
-    if (counters.n < count) counters = DevBuf<int>(count);
-    return counters.p;
+    dq_pass(p, a, deterministic);
   }
 
   // dQ after the main backward kernel: converted from dq_accum, or computed without atomics.
