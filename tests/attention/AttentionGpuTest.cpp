@@ -344,9 +344,9 @@ TEST_F(AttentionGpu, ManyHeadsInBands) {
     for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 
-// dQ across launches of several shapes in turn on one stream (the larger first, so the per-stream
-// scratch and its fp32 dQ accumulator are reused with another layout each time, then grown), each
-// against the reference; q tiles that no key block visits (every other 256 rows here) must still
+// dQ across launches of several shapes in turn on one stream (the largest first, so the per-stream
+// scratch and its fp32 dQ accumulator are reused with another layout each time), each against the
+// reference; q tiles that no key block visits (every other 256 rows here) must still
 // get dQ = 0 over outputs poisoned first. Any scheme that keeps backward state between launches
 // (the dQ accumulator kept zeroed by the kernel that sums it, bench/NOTES.md thirty-first
 // session) has to pass this.
