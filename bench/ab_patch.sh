@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One GPU call for an attention kernel change kept as a patch (bench/experiments/*.patch): this
+# tree with the patch applied runs its GPU tests (and, if asked, the sanitizers), then
+# bench/ab_attention_bench.sh times it ("head") against this tree ("base"), both built once.
+#   bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench arguments]
+#   env: TEST_FILTER (ctest -R of the patched tree, default AttentionGpu; empty: no tests),
+#        TEST_TIMEOUT (s, default 240: a kernel that hangs stops the tests there, and no timing
+#          follows), SANITIZE_FILTER (a gtest filter run under memcheck, racecheck and synccheck
+#          on the patched tree, default none), AB_WORK (build trees, default /tmp/ab_patch; kept
+#          out of OUTDIR so that only logs come back: at most seven files), and
+#          ab_attention_bench.sh's AB_ROUNDS and AB_SPACERS
+set -uo pipefail
+usage="usage: bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench arguments]"
+out=${1:?$usage}
+patch_file=$(realpath "${2:?$usage}") || { echo "$usage"; exit 2; }
+shift 2
+[ "${1:-}" = "--" ] && shift
+here="$(cd "$(dirname "$0")/.." && pwd)"
+work=${AB_WORK:-/tmp/ab_patch}
+mkdir -p "$out" "$work"
+t0=$(date +%s)
+elapsed() { echo "$(($(date +%s) - t0))s"; }
+summary="$out/summary.txt"
+note() { echo "$*" | tee -a "$summary"; }
+
+# The patched copy: this tree's sources (no build trees), the patch applied with git apply, which
+# needs no repository.
+rm -rf "$work/head" && mkdir -p "$work/head"
+tar -C "$here" --exclude='./build*' --exclude='./.ab' --exclude='./.peers' --exclude='./.git' \
+  -cf - . | tar -C "$work/head" -xf -
+(cd "$work/head" && git apply "$patch_file") || { note "the patch does not apply to this tree"; exit 1; }
+ln -sfn "$here" "$work/base"
+
+# Both built where ab_attention_bench.sh looks (OUT/NAME/build), so it only re-runs CMake.
+configure() {  # side
+  mkdir -p "$work/ab/$1"
+  cmake -S "$work/$1" -B "$work/ab/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/$1_build.log" 2>&1
+}
+jobs=$(nproc)
+(configure base &&
+  cmake --build "$work/ab/base/build" -j $((jobs / 3 + 1)) --target attention_gpu_bench \
+    >>"$out/base_build.log" 2>&1
+  note "base build: rc=$? ($(elapsed))") &
+configure head &&
+  cmake --build "$work/ab/head/build" -j "$jobs" --target attention_gpu_test attention_gpu_bench \
+    >>"$out/head_build.log" 2>&1
+rc=$?
+note "head build: rc=$rc ($(elapsed))"
+wait
+[ $rc -eq 0 ] || { tail -20 "$out/head_build.log"; exit 1; }
+
+tests_ok=1
+if [ -n "${TEST_FILTER-AttentionGpu}" ]; then
+  (cd "$work/ab/head/build" &&
+    timeout "${TEST_TIMEOUT:-240}" ctest -R "${TEST_FILTER-AttentionGpu}" --output-on-failure -j 4) \
+    >"$out/ctest.log" 2>&1
+  rc=$?
+  note "ctest -R ${TEST_FILTER-AttentionGpu}: rc=$rc ($(elapsed))" \
+    "$(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+  grep -E '^\s*[0-9]+/[0-9]+ Test .*(\*\*\*(Failed|Timeout|Exception)| Failed)' "$out/ctest.log" |
+    tee -a "$summary"
+  [ $rc -eq 0 ] || tests_ok=0
+fi
+if [ -n "${SANITIZE_FILTER:-}" ]; then
+  for tool in memcheck racecheck synccheck; do  # one log for the three (few files come back)
+    echo "==== $tool" >>"$out/sanitize.log"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+      "$work/ab/head/build/tests/attention/attention_gpu_test" --gtest_filter="$SANITIZE_FILTER" \
+      --gtest_brief=1 >"$work/$tool.log" 2>&1
+    rc=$?
+    tail -n 200 "$work/$tool.log" >>"$out/sanitize.log"
+    note "$tool [$SANITIZE_FILTER]: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+      "$work/$tool.log" | tail -1) ($(elapsed))"
+  done
+fi
+# A kernel that hangs or fails its tests is not timed: its figures would mean nothing.
+[ $tests_ok -eq 1 ] || { note "tests failed or timed out: no A/B"; exit 1; }
+
+(cd "$work/head" && bench/ab_attention_bench.sh "$work/ab" "$work/base" -- "$@") >"$out/ab.txt" 2>&1
+note "A/B: rc=$? ($(elapsed))"
+tar -czf "$out/ab_runs.tgz" -C "$work/ab" $(cd "$work/ab" && ls ./*.jsonl ./*.err 2>/dev/null)
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader 2>&1 | tee -a "$summary"
+table=$(grep -n '^median' "$out/ab.txt" | cut -d: -f1)
+tail -n "+${table:-1}" "$out/ab.txt" | tail -40 | tee -a "$summary"
