@@ -329,7 +329,8 @@ std::vector<PerfRow> g_perf;
 
 #if defined(TJ_BWD_SM90_PROFILE)
 // The Hopper backward's consumer phases (attention_bwd_sm90.cuh, BwdSm90Phase): each one's share
-// of the cycles thread 0 of every consumer spent in its step loop.
+// of the cycles thread 0 of every consumer spent in its step loop, and their sum over the launches
+// timed (a kernel that runs its steps slower shows a larger sum; one that idles between them, not).
 void print_bwd_profile(const char* name,
                        const unsigned long long (&cycles)[tjk::kBwdSm90Phases]) {
   static const char* const kNames[tjk::kBwdSm90Phases] = {
@@ -337,7 +338,7 @@ void print_bwd_profile(const char* name,
       "wait dV dK", "full", "wait dQ", "send dQ", "tail"};
   double total = 0;
   for (unsigned long long c : cycles) total += double(c);
-  std::printf("profile %-28s", name);
+  std::printf("profile %-28s %.3f Gcycles", name, total * 1e-9);
   for (int i = 0; i < tjk::kBwdSm90Phases; ++i)
     std::printf(" | %s %.1f%%", kNames[i], total > 0 ? 100.0 * double(cycles[i]) / total : 0.0);
   std::printf("\n");
