@@ -110,6 +110,10 @@ if has sanitize && [ -x $bdir/tests/attention/attention_gpu_test ]; then
   }
   san memcheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
   san racecheck attention/attention_gpu_test "AttentionGpu.EdgeShapes"
+  # the persistent backward's CTAs walking many items (its grid capped by the test)
+  for tool in memcheck racecheck synccheck; do
+    san $tool attention/attention_gpu_test "AttentionGpu.BackwardSeveralItemsPerCta"
+  done
   san memcheck ce/linear_ce_gpu_test "*Gaps*:*ThreeSegments*:*AllRowsIgnored*:*KlSharedWeightsExact*:*KlOwnTeacher*:*AcrossStreams*"
   san racecheck ce/linear_ce_gpu_test "*SegmentsWithGapsFiltered*:*KlSharedWeightsExact*"
   # barrier misuse in the mbarrier rings (a warp-divergent or mismatched barrier)

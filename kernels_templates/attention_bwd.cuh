@@ -32,6 +32,12 @@ struct AttentionBwdParams {
   float* dq_accum;   // [B, Hq, Sq, D] fp32 (atomic mode only; else null)
   AttnShape shape;
   BlockMaskView mask;
+  // The Hopper kernel's schedule (attention_bwd_sm90_ring.cuh, BwdSm90Item): its two work-item
+  // counters (zero before a launch, left zero), its band of key blocks and its number of items
+  // (B * Hkv * key blocks).
+  int* work;
+  int key_band;
+  int items;
 };
 
 // log2-domain lse used to recompute P; a fully masked row gets +inf so that P = exp2(-inf) = 0.

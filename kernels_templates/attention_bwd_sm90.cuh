@@ -5,23 +5,29 @@
 // score_mod; score_grad where P > 0; full tiles skip the mask) and the transposed block-mask
 // runs, so both paths compute the same dQ, dK, dV.
 //
-// CTA: one per (128 keys = two block-mask kv tiles, b * Hkv), a key block; grid (band * B * Hkv,
-// ceil(key blocks / band)), blockIdx.x = band * (b * Hkv + hk) + i for key block
-// band * blockIdx.y + i. CTAs start in the order of their linear index, so band g's key blocks
-// g * band .. g * band + band - 1 of every (b, h) in turn start together (the longest first for
-// triangular masks) and walk the same q tiles of the same heads close together in time: their Q,
-// dO and dq_accum rows are then read and added to in L2 rather than each from memory (the
-// runtime picks the band, runtime/Attention.cpp; bench/NOTES.md, thirtieth session). A last
-// band's CTAs past the key blocks return at once. The K and V tiles stay in shared memory. The
-// CTA walks every q head of its GQA group and, per head, the union of its two kv tiles'
-// transposed run lists (q tiles in order), each q tile in two steps of kQStep = 64 rows. 384
-// threads in three warpgroups:
-//   warpgroup 0, producer (24 registers): warp 0 walks the runs, loads K and V once, then Q and
-//     dO of every step into a kStages ring with TMA (lane 0) and the step's lse and delta with
-//     cp.async (all lanes, zero past Sq), and writes the step's record (q head, first row, the
-//     class of each 64-key half) next to the ring's barriers. full[s] completes on lane 0's
-//     arrive.expect_tx, the TMA bytes and 32 cp.async arrivals; empty[s] on the 256 consumer
-//     threads done with the stage. A record with head = -1 ends the ring.
+// Work item: one key block (128 keys = two block-mask kv tiles) of one (b, hk). Persistent: a CTA
+// per SM takes the items one at a time from a counter, in the order in which a grid of one CTA
+// per item would start them (BwdSm90Item, attention_bwd_sm90_ring.cuh): in bands of key blocks,
+// band g's key blocks g * band .. g * band + band - 1 of every (b, h) in turn (the longest first
+// for triangular masks), so the items of one head that run together walk the same q tiles close
+// together in time and read and add to their Q, dO and dq_accum rows in L2 rather than each in
+// memory (the runtime picks the band, p.key_band, runtime/Attention.cpp; bench/NOTES.md,
+// thirtieth and thirty-third sessions). An item's K and V tiles stay in shared memory for all its
+// steps; the next item's load once the consumers are done with them, under the epilogue, and the
+// ring runs on across items, so the next item's first steps are loaded before its K and V. The
+// item walks every q head of its GQA group and, per head, the
+// union of its two kv tiles' transposed run lists (q tiles in order), each q tile in two steps
+// of kQStep = 64 rows. 384 threads in three warpgroups:
+//   warpgroup 0, producer (24 registers): warp 0 takes each item from the counter and hands its
+//     index to warp 1's lane 0 (item_full / item_empty, two slots), which loads the item's K
+//     and V once kv_empty says the consumers are done with the item before's and publishes the
+//     index with them (kv_full: one arrive.expect_tx and the bytes; the index past the end, with
+//     a plain arrive, stops the consumers); warp 0 walks each item's runs, loads Q and dO of every
+//     step into a kStages ring with TMA (lane 0) and the step's lse and delta with cp.async (all
+//     lanes, zero past Sq), and writes the step's record (q head, first row, the class of each
+//     64-key half) next to the ring's barriers; a record with head = -1 closes the item. full[s]
+//     completes on lane 0's arrive.expect_tx, the TMA bytes and 32 cp.async arrivals; empty[s]
+//     on the 256 consumer threads done with the stage.
 //   warpgroups 1 and 2, consumers (240 registers; 24 * 128 + 240 * 256 = 168 * 384): 64 keys
 //     each, which is exactly one block-mask kv tile, so each consumer classifies its rows of a
 //     step by its own tile (full: no mask; partial: mask per element; empty: P = dS = 0). Per
@@ -52,7 +58,12 @@
 //     the buffer (cp.async.bulk.wait_group.read) before the ready barrier its consumer passes
 //     before rewriting it. Deterministic mode (kAtomicDq = false) stops after dK and dV, and
 //     attention_bwd_dq_kernel computes dQ without atomics.
-//   Epilogue: dK * scale and dV from the accumulators straight to global memory.
+//   Item end: once the last dQ product has landed a consumer arrives on kv_empty (256
+//   arrivals), then stores dK * scale and dV from the accumulators straight to global memory
+//   (the epilogue) and goes on to the next item. Each consumer has waited on every one of the
+//   other's arrivals of an item before it arrives on kv_empty, and neither starts the next item
+//   before kv_full, so no arrival of one item's barriers meets another item's (tests/models/
+//   attention_bwd_sm90_barriers.py checks this protocol under adversarial schedules).
 // A consumer releases the stage once its dV and dK products have landed (dQ reads only K and the
 // dS buffer), and waits for its dQ product under the next step's S^T. It reads the next step's
 // record and (split pass) lse pairs as soon as that stage's full barrier completes, and fences
@@ -82,9 +93,14 @@
 //     swizzle, so each warp's 16 rows are a 1024-B aligned 16-row box; the tensor map
 //     (runtime/AttentionTma.h) is 4-D over (d, s, h, b) of the packed fp32 accumulator, in
 //     32 x 16 boxes, so rows past Sq fall outside it.
-//   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes; full[s] as
-//     above (33 arrivals + bytes); empty[s] 256 arrivals. Pass n over the ring waits for parity
-//     n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a fresh barrier reports parity 1 complete).
+//   - mbarriers (9.7.13.15): kv_full on one arrive.expect_tx plus the K and V bytes, kv_empty on
+//     256 arrivals, one phase per item (item n waits for parity n & 1 on kv_full, the loader for
+//     (n & 1) ^ 1 on kv_empty); full[s] as above (33 arrivals + bytes); empty[s] 256 arrivals.
+//     Pass n over the ring waits for parity n & 1 on full[s] and (n & 1) ^ 1 on empty[s] (a
+//     fresh barrier reports parity 1 complete). item_full[i] and item_empty[i] on one arrival
+//     each: the producer hands item n on in slot n & 1 once item_empty[n & 1] has completed
+//     parity ((n >> 1) & 1) ^ 1, the loader reads it once item_full[n & 1] has completed
+//     (n >> 1) & 1 (tests/models/attention_bwd_sm90_barriers.py checks the whole protocol).
 //
 // Files: the producer side (layout, step records, run cursor, producer warp) is in
 // attention_bwd_sm90_ring.cuh, the element passes (P^T, dS^T with the hooks) in
@@ -92,8 +108,9 @@
 // attention_bwd_sm90_profile.cuh; the products, the consumers and the kernel are here.
 //
 // Launch: attention_bwd_sm90_kernel below, or a generated entry point with
-// __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta; dynamic shared
-// memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the lse in
+// __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta, on a grid of
+// min(items, SMs) CTAs with p.work (zero), p.key_band and p.items set (BwdSm90Item); dynamic
+// shared memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the lse in
 // the log2 domain, and dq_accum zeroed in atomic mode); the block mask built with block_q = 128,
 // block_kv = 64.
 //
@@ -196,12 +213,13 @@ __device__ __forceinline__ void attn_bwd_sm90_zero(float (&a)[kN][4]) {
     for (int c = 0; c < 4; ++c) a[n][c] = 0.f;
 }
 
-// A consumer warpgroup (cw = 0 or 1): keys kv0 + 64 cw .. + 63.
+// A consumer warpgroup (cw = 0 or 1) on one work item, whose K and V tiles have landed: keys
+// kv0 + 64 cw .. + 63 of (b, hk); `slot` is the ring's, which runs on across items.
 template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
 __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& p, const Args& args,
                                                       const AttnBwdTmaMaps& maps, unsigned base,
                                                       unsigned char* smem, int cw, int b, int hk,
-                                                      int kv0) {
+                                                      int kv0, RingSlot& slot) {
   using L = AttnBwdSm90Layout<kHeadDim>;
   constexpr int kQ = L::kQStep, kQN = kQ / 8, kQK = kQ / 16, kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
@@ -216,7 +234,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   attn_bwd_sm90_zero(dv);
 
   const bool dq_sender = kAtomicDq && lane == 0;  // issues its warp's dQ reductions
-  if (kAtomicDq && thread == 0) tma_prefetch_descriptor(&maps.dq_accum);
   // Each step's S^T (and, without a split pass, its dP^T) is issued at the end of the step
   // before, under that step's dQ product; once dQ has landed, its block goes to the consumer's
   // buffer and from there to dq_accum. The ring's closing record (head -1) gets the products
@@ -300,13 +317,15 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // Consumer 1 starts once consumer 0 has stored its first dS^T: the consumers run half a step
   // apart, one's element pass under the other's products.
   if (kAtomicDq && cw == 1) named_barrier_sync(kBwdStaggerBarrier, 256);
-  mbar_wait(L::kv_full(base), 0);
-  RingSlot slot;
   mbar_wait(L::full(base, slot.stage), slot.parity);
   BwdSm90Step st_next = read_record(slot.stage);
   read_lse(slot.stage);
   issue_s(slot);
   if constexpr (!kSplitPass) issue_dp(slot);
+  // A split pass enters the step loop with nothing in flight, as it crosses the loop's back edge:
+  // inside the item loop, ptxas serialises every product otherwise (C7514). It costs the first
+  // step of each item its dP^T's issue under S^T.
+  if constexpr (kSplitPass) wgmma_wait<0>();
   int step = 0, prev_head = 0, prev_q0 = 0;  // the record of step - 1
   // The dQ block stored at the end of the step before, not yet sent, and its rows.
   bool dq_staged = false;
@@ -461,6 +480,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   }
   clock_of.flush();
   wgmma_wait<0>();  // the closing record's products
+  mbar_arrive(L::empty(base, slot.stage));  // the closing record's stage
+  slot.advance<L::kStages>();
   // The block stored in the last step, then the last step's dQ block; the read barriers each
   // consumer arrived at are met.
   if (dq_staged) flush_dq(staged_head, staged_q0);
@@ -477,8 +498,11 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     if (step >= 2) read_other(step - 2);
   }
   if (kAtomicDq && step == 0 && cw == 0) named_barrier_arrive(kBwdStaggerBarrier, 256);
+  // K and V are read no more (the last dQ product has landed): the next item's load under the
+  // epilogue. This consumer has waited on every arrival of the other's for this item, so the
+  // other's arrivals for the next item (after kv_full) cannot meet one of this item's.
+  mbar_arrive(L::kv_empty(base));
 
-  if (dq_sender) bulk_wait_group<0>();  // the buffer stays allocated until its reductions ran
   // Epilogue: dK * scale and dV, two elements per store.
   unsigned short* gdk = p.dk.head(b, hk);
   unsigned short* gdv = p.dv.head(b, hk);
@@ -507,17 +531,18 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
   const unsigned raw = smem_addr(attn_bwd_sm90_smem);
   const unsigned base = (raw + 1023u) & ~1023u;
   unsigned char* smem = attn_bwd_sm90_smem + (base - raw);
-  if (p.mask.block_q != attn_block_q<8, 1>() || p.mask.block_kv != kAttnBlockKV) __trap();
-  const AttnShape& sh = p.shape;
-  const int group = sh.heads_q / sh.heads_kv;
-  const int band = gridDim.x / (sh.batch * sh.heads_kv), bh = blockIdx.x / band;
-  const int b = bh / sh.heads_kv, hk = bh % sh.heads_kv;
-  const int kt0 = 2 * (blockIdx.y * band + blockIdx.x % band), kv0 = kt0 * kAttnBlockKV;
-  if (kt0 >= p.mask.kv_tiles) return;  // past the last key block, in the last band
+  if (p.mask.block_q != attn_block_q<8, 1>() || p.mask.block_kv != kAttnBlockKV ||
+      p.key_band < 1 || p.work == nullptr)
+    __trap();
   const int wg = warpgroup_index();
 
   if (threadIdx.x == 0) {
     mbar_init(L::kv_full(base), 1);
+    mbar_init(L::kv_empty(base), 256);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(L::item_full(base, i), 1);
+      mbar_init(L::item_empty(base, i), 1);
+    }
     for (int s = 0; s < L::kStages; ++s) {
       mbar_init(L::full(base, s), 1 + 32);
       mbar_init(L::empty(base, s), 256);
@@ -527,16 +552,33 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
   __syncthreads();
   if (wg == 0) {
     setmaxnreg_dec<24>();
-    if (threadIdx.x < 32) {
-      BwdSm90CursorFor<kHeadDim> steps;
-      steps.begin(p.mask, b, hk * group, group, kt0);
-      attn_bwd_sm90_produce<kHeadDim>(p, maps, steps, base, smem, b, hk, kv0, threadIdx.x);
+    // The warp index made warp-uniform for ptxas: branching on threadIdx.x alone, it compiled the
+    // two roles as divergent paths of one warp, and the ring producer spilled at 24 registers.
+    const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+    if (warp == 0) {
+      attn_bwd_sm90_produce<kHeadDim>(p, maps, base, smem, threadIdx.x);
+    } else if (warp == 1) {
+      if (threadIdx.x == 32) attn_bwd_sm90_load_kv<kHeadDim>(p, maps, base);
     }
     return;
   }
   setmaxnreg_inc<240>();
-  attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, maps, base, smem, wg - 1, b,
-                                                            hk, kv0);
+  const int cw = wg - 1;
+  if (kAtomicDq && threadIdx.x == 128) tma_prefetch_descriptor(&maps.dq_accum);
+  // The work items as the K / V loader publishes them with their K and V tiles (kv_full), up
+  // to the index past the end.
+  RingSlot slot;
+#pragma unroll 1
+  for (unsigned n = 0;; ++n) {
+    mbar_wait(L::kv_full(base), n & 1);
+    const int item = ld_shared_u32(base + L::kKvItem);
+    if (item >= p.items) break;
+    const BwdSm90Item w = BwdSm90Item::at(p, item);
+    attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, maps, base, smem, cw, w.b,
+                                                              w.hk, w.kv0(), slot);
+  }
+  // The dQ buffers stay allocated until their reductions have run.
+  if (kAtomicDq && (threadIdx.x & 31) == 0) bulk_wait_group<0>();
 #else
   __trap();  // wgmma, TMA and setmaxnreg exist on sm_90a only; the runtime launches this there
 #endif

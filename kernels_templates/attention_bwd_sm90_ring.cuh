@@ -63,10 +63,21 @@ struct AttnBwdSm90Layout {
   static constexpr int kBytes = 1024 + kStage0 + kStages * kStageBytes;
   static_assert(kBytes <= 227 * 1024, "a CTA's shared memory on sm_90");
 
-  // Barrier addresses: kv_full, full[kStages], empty[kStages].
+  // Barrier addresses: kv_full, full[kStages], empty[kStages], kv_empty, item_full[2],
+  // item_empty[2]; then the words the work items' indices pass through.
   __device__ static unsigned kv_full(unsigned base) { return base; }
   __device__ static unsigned full(unsigned base, int s) { return base + 8 + 8 * s; }
   __device__ static unsigned empty(unsigned base, int s) { return base + 8 + 8 * (kStages + s); }
+  __device__ static unsigned kv_empty(unsigned base) { return base + 8 + 16 * kStages; }
+  __device__ static unsigned item_full(unsigned base, int i) {
+    return base + 16 + 16 * kStages + 8 * i;
+  }
+  __device__ static unsigned item_empty(unsigned base, int i) {
+    return base + 32 + 16 * kStages + 8 * i;
+  }
+  static constexpr int kItemQueue = 192;  // two ints: the producer's item indices, for the loader
+  static constexpr int kKvItem = 200;     // the item whose K and V kv_full publishes
+  static_assert(48 + 16 * kStages <= kItemQueue, "barrier block");
   // Byte offset from the base of a stage's step record (BwdSm90Step, 16 B), in the barrier block.
   __device__ static int step_record(int s) { return 256 + 16 * s; }
   __device__ static unsigned q_tile(unsigned base, int s) {
@@ -156,74 +167,151 @@ struct BwdSm90Cursor {
 template <int kHeadDim>
 using BwdSm90CursorFor = BwdSm90Cursor<attn_block_q<8, 1>() / AttnBwdSm90Layout<kHeadDim>::kQStep>;
 
-// The producer warp: K and V once, then Q, dO (lane 0, TMA), lse and delta (every lane,
-// cp.async) of every step.
+// A work item: one key block (two block-mask kv tiles) of one (b, hk). Numbered as a grid of one
+// CTA per item would start them, in bands of key_band key blocks: band g's key blocks g * band ..
+// g * band + width - 1 (width = band but for a narrower last band) of every (b, hk) in turn, so
+// that the items of one head which run together walk the same q tiles close together in time.
+// The CTAs take them in that order from the counter p.work[0], one at a time as each finishes
+// the steps of its item before, as a grid's CTAs would start: a fixed share per CTA (item c,
+// c + G, ...) let the CTAs of one head drift apart, and the causal backward at 8k read twice the
+// bytes from memory (L2 hits 72% -> 46%) and ran 32% slower (bench/NOTES.md).
+struct BwdSm90Item {
+  int b, hk, kt0;
+
+  __device__ __forceinline__ static BwdSm90Item at(const AttentionBwdParams& p, int item) {
+    const int heads = p.shape.batch * p.shape.heads_kv, blocks = (p.mask.kv_tiles + 1) / 2;
+    const int band = p.key_band, first = item / (heads * band) * band;
+    const int width = min(band, blocks - first);  // the last band may be narrower
+    const int in_band = item - first * heads, bh = in_band / width;
+    return {bh / p.shape.heads_kv, bh % p.shape.heads_kv, 2 * (first + in_band % width)};
+  }
+  __device__ __forceinline__ int kv0() const { return kt0 * kAttnBlockKV; }
+};
+
+// The K / V loader (one thread). Per work item it takes the index the ring producer handed on
+// (item_full / item_empty, two slots), waits until the consumers are done with the item before's
+// K and V (kv_empty), so they load under that item's epilogue, and publishes the index with them
+// (kv_full). The index past the end goes to the consumers with a plain arrive: they stop there.
 template <int kHeadDim>
-__device__ __forceinline__ void attn_bwd_sm90_produce(const AttentionBwdParams& p,
-                                                      const AttnBwdTmaMaps& maps,
-                                                      BwdSm90CursorFor<kHeadDim> steps,
-                                                      unsigned base, unsigned char* smem, int b,
-                                                      int hk, int kv0, int lane) {
+__device__ __forceinline__ void attn_bwd_sm90_load_kv(const AttentionBwdParams& p,
+                                                      const AttnBwdTmaMaps& maps, unsigned base) {
   using L = AttnBwdSm90Layout<kHeadDim>;
-  constexpr int kQ = L::kQStep;
-  const AttnShape& sh = p.shape;
-  if (lane == 0) {
+  if (p.items > 0) {
     tma_prefetch_descriptor(&maps.k);
     tma_prefetch_descriptor(&maps.v);
-    if (steps.valid()) {  // without q steps (e.g. Sq = 0) Q and dO may have no map
-      tma_prefetch_descriptor(&maps.q);
-      tma_prefetch_descriptor(&maps.d_out);
+  }
+  for (unsigned n = 0;; ++n) {
+    mbar_wait(L::item_full(base, n & 1), (n >> 1) & 1);
+    const int item = ld_shared_u32(base + L::kItemQueue + 4 * (n & 1));
+    mbar_arrive(L::item_empty(base, n & 1));
+    mbar_wait(L::kv_empty(base), (n & 1) ^ 1);
+    st_shared_u32(base + L::kKvItem, item);
+    if (item >= p.items) {
+      mbar_arrive(L::kv_full(base));
+      return;
     }
+    const BwdSm90Item w = BwdSm90Item::at(p, item);
     mbar_arrive_expect_tx(L::kv_full(base), 2 * L::kKvTileBytes);
 #pragma unroll
     for (int cb = 0; cb < L::kColBlocks; ++cb)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const unsigned at = cb * L::kKvColBlockBytes + half * L::kBoxBytes;
-        tma_load_4d(base + L::kK + at, &maps.k, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
-        tma_load_4d(base + L::kV + at, &maps.v, 64 * cb, kv0 + 64 * half, hk, b, L::kv_full(base));
+        tma_load_4d(base + L::kK + at, &maps.k, 64 * cb, w.kv0() + 64 * half, w.hk, w.b,
+                    L::kv_full(base));
+        tma_load_4d(base + L::kV + at, &maps.v, 64 * cb, w.kv0() + 64 * half, w.hk, w.b,
+                    L::kv_full(base));
       }
   }
+}
+
+// The ring producer warp: takes the work items from the counter (lane 0's atomic, broadcast), and
+// hands each index on to the K / V loader; per item, Q, dO (lane 0, TMA), lse and delta (every
+// lane, cp.async) of every step, then a closing record (head = -1). The ring runs on across
+// items. The next item is taken once the item's last step is in the ring: the consumers still
+// have the ring's steps to go, which hide the atomic's latency. Its last act is counting the CTA
+// done (p.work[1]); the last CTA to do so resets both counters for the next launch (every CTA
+// took its last index before).
+template <int kHeadDim>
+__device__ __forceinline__ void attn_bwd_sm90_produce(const AttentionBwdParams& p,
+                                                      const AttnBwdTmaMaps& maps, unsigned base,
+                                                      unsigned char* smem, int lane) {
+  using L = AttnBwdSm90Layout<kHeadDim>;
+  constexpr int kQ = L::kQStep;
+  const AttnShape& sh = p.shape;
+  const int group = sh.heads_q / sh.heads_kv;
+  if (lane == 0 && sh.seq_q > 0) {  // without q rows Q and dO may have no map
+    tma_prefetch_descriptor(&maps.q);
+    tma_prefetch_descriptor(&maps.d_out);
+  }
+  auto take = [&] { return __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(p.work, 1) : 0, 0); };
+  // The whole warp waits for the slot (a wait in lane 0 alone, a divergent loop, made ptxas spill
+  // 232 bytes at 24 registers).
+  auto hand_on = [&](unsigned n, int item) {
+    mbar_wait(L::item_empty(base, n & 1), ((n >> 1) & 1) ^ 1);
+    if (lane == 0) {
+      st_shared_u32(base + L::kItemQueue + 4 * (n & 1), item);
+      mbar_arrive(L::item_full(base, n & 1));
+    }
+  };
   RingSlot slot;
-  for (; steps.valid(); steps.next()) {
-    const BwdSm90Step st = steps.template step<kQ>();
-    if (st.q0 >= sh.seq_q) continue;  // the second half of a last q tile that ends early
-    const unsigned full = L::full(base, slot.stage);
+  int item = take();
+  for (unsigned n = 0;; ++n) {
+    hand_on(n, item);
+    if (item >= p.items) break;
+    BwdSm90CursorFor<kHeadDim> steps;
+    {
+      const BwdSm90Item w = BwdSm90Item::at(p, item);
+      steps.begin(p.mask, w.b, w.hk * group, group, w.kt0);
+    }
+    const int b = steps.b;  // the cursor's copy (one register fewer at 24)
+    for (; steps.valid(); steps.next()) {
+      const BwdSm90Step st = steps.template step<kQ>();
+      if (st.q0 >= sh.seq_q) continue;  // the second half of a last q tile that ends early
+      const unsigned full = L::full(base, slot.stage);
+      mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
+      if (lane == 0) {
+        *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = st;
+        mbar_arrive_expect_tx(full, 2 * L::kQTileBytes);
+#pragma unroll
+        for (int cb = 0; cb < L::kColBlocks; ++cb)
+#pragma unroll
+          for (int half = 0; half < kQ / 64; ++half) {
+            const unsigned at = cb * L::kQColBlockBytes + half * L::kBoxBytes;
+            const int row = st.q0 + 64 * half;
+            tma_load_4d(L::q_tile(base, slot.stage) + at, &maps.q, 64 * cb, row, st.head, b, full);
+            tma_load_4d(L::do_tile(base, slot.stage) + at, &maps.d_out, 64 * cb, row, st.head, b,
+                        full);
+          }
+      }
+      // lse (log2 domain) then delta of the step's rows; rows past Sq read as 0 (their P is 0 by
+      // the bounds).
+      const long long row_base = (static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q;
+#pragma unroll
+      for (int j = 0; j < 2 * kQ / 32; ++j) {
+        const int i = 32 * j + lane, q = st.q0 + (i % kQ);
+        const bool in = q < sh.seq_q;
+        const float* src = i < kQ ? p.lse_log2 : p.delta;
+        cp_async_4(base + L::stats(slot.stage) + 4 * i, src + (in ? row_base + q : 0), in ? 4 : 0);
+      }
+      cp_async_mbar_arrive_noinc(full);
+      slot.advance<L::kStages>();
+    }
+    item = take();
+    // The item's end: a record with head = -1 and the same 33 arrivals, without bytes.
     mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
     if (lane == 0) {
-      *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = st;
-      mbar_arrive_expect_tx(full, 2 * L::kQTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < L::kColBlocks; ++cb)
-#pragma unroll
-        for (int half = 0; half < kQ / 64; ++half) {
-          const unsigned at = cb * L::kQColBlockBytes + half * L::kBoxBytes;
-          const int row = st.q0 + 64 * half;
-          tma_load_4d(L::q_tile(base, slot.stage) + at, &maps.q, 64 * cb, row, st.head, b, full);
-          tma_load_4d(L::do_tile(base, slot.stage) + at, &maps.d_out, 64 * cb, row, st.head, b,
-                      full);
-        }
+      *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) =
+          BwdSm90Step{-1, 0, {0, 0}};
+      mbar_arrive(L::full(base, slot.stage));
     }
-    // lse (log2 domain) then delta of the step's rows; rows past Sq read as 0 (their P is 0 by
-    // the bounds).
-    const long long row_base = (static_cast<long long>(b) * sh.heads_q + st.head) * sh.seq_q;
-#pragma unroll
-    for (int j = 0; j < 2 * kQ / 32; ++j) {
-      const int i = 32 * j + lane, q = st.q0 + (i % kQ);
-      const bool in = q < sh.seq_q;
-      const float* src = i < kQ ? p.lse_log2 : p.delta;
-      cp_async_4(base + L::stats(slot.stage) + 4 * i, src + (in ? row_base + q : 0), in ? 4 : 0);
-    }
-    cp_async_mbar_arrive_noinc(full);
+    mbar_arrive(L::full(base, slot.stage));
     slot.advance<L::kStages>();
   }
-  // The end: a record with head = -1 and the same 33 arrivals, without bytes.
-  mbar_wait(L::empty(base, slot.stage), slot.parity ^ 1);
-  if (lane == 0) {
-    *reinterpret_cast<BwdSm90Step*>(smem + L::step_record(slot.stage)) = BwdSm90Step{-1, 0, {0, 0}};
-    mbar_arrive(L::full(base, slot.stage));
+  if (lane == 0 && atomicAdd(p.work + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+    atomicExch(p.work, 0);
+    atomicExch(p.work + 1, 0);
   }
-  mbar_arrive(L::full(base, slot.stage));
   cp_async_wait_all();
 }
 

@@ -145,6 +145,17 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
   } while (!done);
 }
 
+// A word of shared memory by its address: what one thread hands another under an mbarrier (the
+// arrive releases it, the wait acquires it), without a 64-bit generic pointer to keep.
+__device__ __forceinline__ void st_shared_u32(unsigned addr, int v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_shared_u32(unsigned addr) {
+  int v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // Named barriers (ids 1..15; 0 is __syncthreads). `threads` counts every participant, those
 // that only arrive included; it is a multiple of 32.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

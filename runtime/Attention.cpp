@@ -132,6 +132,9 @@ struct BwdParams {
   float* dq_accum;
   AttnShapeArg shape;
   BlockMaskArg mask;
+  int* work;
+  int key_band;
+  int items;
 };
 struct TmaMapsArg {  // tjk::AttnFwdTmaMaps
   CUtensorMap q, k, v, out;
@@ -169,7 +172,7 @@ struct DeviceState {
   std::mutex mutex;
   std::map<std::pair<CUcontext, std::string>, std::unique_ptr<DeviceMask>> masks;
   std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> scratch;
-  // The Hopper forward's work-item counters per stream (launches on one stream run in turn).
+  // The Hopper kernels' work-item counters per stream (launches on one stream run in turn).
   std::map<std::pair<CUcontext, CUstream>, DeviceBuffer> work_counters;
 };
 
@@ -246,8 +249,9 @@ float* scratch(DeviceState& state, CUcontext context, CUstream stream, size_t by
   return static_cast<float*>(buf.data());
 }
 
-// Two ints the Hopper forward's CTAs take their work items from: zeroed on `stream` when made,
-// and every launch leaves them zero (its last CTA resets them).
+// Two ints the Hopper kernels' CTAs take their work items from (the forward's where it uses a
+// counter, the backward's always): zeroed on `stream` when made, and every launch leaves them
+// zero (its last CTA resets them).
 int* work_counters(DeviceState& state, CUcontext context, CUstream stream) {
   DeviceBuffer& buf = state.work_counters[{context, stream}];
   if (buf.bytes() == 0) {
@@ -293,6 +297,20 @@ int schedule_band(int64_t heads, int64_t tiles, int64_t ctas) {
   constexpr int64_t kItemsPerHead = 4;
   const int64_t band = chosen ? chosen : (kItemsPerHead * heads + ctas - 1) / std::max<int64_t>(ctas, 1);
   return static_cast<int>(std::clamp<int64_t>(band, 1, std::max<int64_t>(tiles, 1)));
+}
+
+// TILEJIT_ATTENTION_BWD_CTAS=N caps the persistent Hopper backward's grid at N CTAs, so each walks
+// more work items (for tests and measuring); 0 or unset: one CTA per SM. Read on every call, so a
+// test can set it for its own cases.
+int64_t backward_cta_cap() {
+  const char* env = std::getenv("TILEJIT_ATTENTION_BWD_CTAS");
+  if (!env || !*env) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  TILEJIT_USER_CHECK(*end == 0 && v >= 0 && v <= 1 << 20,
+                     "TILEJIT_ATTENTION_BWD_CTAS must be an integer from 0 to 1048576, got '{}'",
+                     env);
+  return v;
 }
 
 // SMs of device 0, as the kernels' arch (gpu_context); read once, not on every call.
@@ -540,7 +558,10 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
                    work + row_bytes / 4,
                    det ? nullptr : work + 2 * row_bytes / 4,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
-                   device_mask(state, context, stream, block_mask).view};
+                   device_mask(state, context, stream, block_mask).view,
+                   sm90 ? work_counters(state, context, stream) : nullptr,
+                   /*key_band=*/1,
+                   /*items=*/0};
   if (sm90 && !det && n_rows > 0) {  // the dQ blocks are added into the accumulator by TMA
     const int64_t shape[4] = {p.batch, p.heads_q, p.seq_q, p.dim};
     maps.dq_accum = encode_tensor_map(dq_accum_tensor_map_args(params.dq_accum, shape));
@@ -549,16 +570,21 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
   void* main_params[] = {&params, args.data(), &maps};  // the portable kernels take two
   launch_if(preprocess, {blocks(n_rows, 8), 1, 1}, stream, rows_params);
   if (sm90) {
-    // A CTA per key block (kAttentionBwdSm90BlockKV keys, two block-mask kv tiles), in bands of
-    // key blocks (attention_bwd_sm90.cuh): grid (band * B * Hkv, ceil(key blocks / band)).
+    // Persistent: a CTA per SM takes the work items from the counters, one per key block
+    // (kAttentionBwdSm90BlockKV keys, two block-mask kv tiles) of each (b, hk), numbered in bands
+    // of key blocks (attention_bwd_sm90_ring.cuh, BwdSm90Item).
     const int64_t heads = int64_t{p.batch} * p.heads_kv;
     const int kv_per_cta = kAttentionBwdSm90BlockKV / kAttentionBlockKV;
     const int64_t key_blocks = (block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta;
-    const int band = schedule_band(heads, key_blocks, sm_count());
-    launch_if(bwd,
-              {static_cast<unsigned>(band * heads),
-               static_cast<unsigned>((key_blocks + band - 1) / band), 1},
-              stream, main_params);
+    params.key_band = schedule_band(heads, key_blocks, sm_count());
+    const int64_t items = heads * key_blocks;
+    TILEJIT_USER_CHECK(items <= std::numeric_limits<int>::max(),
+                       "attention backward: {} work items (B * Hkv * key blocks) exceed the "
+                       "Hopper kernel's int index", items);
+    params.items = static_cast<int>(items);
+    const int64_t cap = backward_cta_cap();
+    const int64_t ctas = std::min(items, cap > 0 ? std::min(cap, sm_count()) : sm_count());
+    launch_if(bwd, {static_cast<unsigned>(ctas), 1, 1}, stream, main_params);
   } else {
     launch_if(bwd,
               {static_cast<unsigned>(p.batch * p.heads_kv),

@@ -95,7 +95,7 @@ inline constexpr int kAttentionBlockKV = 64;
 // the BackwardSm90 kernels the backward's params, TjArgs and the Q, K, V, dO and dq_accum maps
 // (five).
 inline constexpr size_t kAttnFwdParamsBytes = 232;
-inline constexpr size_t kAttnBwdParamsBytes = 368;
+inline constexpr size_t kAttnBwdParamsBytes = 384;
 inline constexpr size_t kAttnFwdTmaMapsBytes = 512;
 inline constexpr size_t kAttnBwdTmaMapsBytes = 640;
 // Keys per CTA of the sm90 backward (two block-mask kv tiles): its grid is

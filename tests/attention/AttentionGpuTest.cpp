@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -341,6 +342,28 @@ TEST_F(AttentionGpu, ManyHeadsInBands) {
       parse_attention("attention window { mask = q >= kv && q - kv < 200 }");
   uint64_t seed = 41;
   for (const AttentionProgram& p : {causal, window})
+    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+}
+
+// The Hopper backward is persistent: a CTA per SM walks the key-block items, its ring and its K
+// and V tiles running on from one item to the next. Here its grid is capped at 3 CTAs
+// (TILEJIT_ATTENTION_BWD_CTAS), so each walks 9-19 items of uneven lengths, some with no step at
+// all (keys in odd 256-blocks attend nothing), with and without GQA, at D 64 and 128; atomic and
+// deterministic, against the reference. (The portable path ignores the cap.)
+TEST_F(AttentionGpu, BackwardSeveralItemsPerCta) {
+  struct CapGrid {
+    CapGrid() { setenv("TILEJIT_ATTENTION_BWD_CTAS", "3", 1); }
+    ~CapGrid() { unsetenv("TILEJIT_ATTENTION_BWD_CTAS"); }
+  } cap;
+  const Shape shapes[] = {{2, 4, 4, 800, 800, 64, DType::F16, true},
+                          {2, 8, 2, 800, 800, 64, DType::BF16, false},
+                          {2, 8, 4, 700, 700, 128, DType::BF16, false}};
+  AttentionProgram odd_keys =
+      parse_attention("attention odd_keys { mask = q >= kv && (kv / 256) % 2 == 0 }");
+  AttentionProgram window =
+      parse_attention("attention window { mask = q >= kv && q - kv < 300 }");
+  uint64_t seed = 77;
+  for (const AttentionProgram& p : {odd_keys, window})
     for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 

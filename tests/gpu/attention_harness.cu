@@ -127,6 +127,15 @@ bool report(const char* what, double err, double tol) {
   return ok;
 }
 
+// Whether the Hopper kernels' work-item counters are zero again, as every launch must leave them
+// (after a check's launches, all synchronised).
+void check_work_counters() {
+  int work[2] = {-1, -1};
+  CUDA_CHECK(cudaMemcpy(work, sm90_work_counters(), sizeof work, cudaMemcpyDeviceToHost));
+  std::printf("  %-22s %d %d\n", "work counters after", work[0], work[1]);
+  if (work[0] != 0 || work[1] != 0) ++g_failures;
+}
+
 template <class Prog, class T, int D>
 void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
   using Args = typename Prog::Args;
@@ -155,7 +164,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
                              make_tensor(v.dev.p, s.heads_kv, s.seq_kv, D, s.bshd),
                              make_tensor(o.p, s.heads_q, s.seq_q, D, s.bshd),
                              lse.p,
-                             fwd_work_counters(),
+                             sm90_work_counters(),
                              shape,
                              mask.view};
   tilejit::testing::AttentionRefShape rs{
@@ -222,10 +231,7 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     check_forward("sm90, q band 3", [&] { Launch<Prog, T, D>::fwd_sm90(banded, dev_args, maps); });
     check_forward("sm90, q band 3, fixed shares",
                   [&] { Launch<Prog, T, D>::fwd_sm90(banded_fixed, dev_args, maps); });
-    int work[2] = {-1, -1};
-    CUDA_CHECK(cudaMemcpy(work, fwd_work_counters(), sizeof work, cudaMemcpyDeviceToHost));
-    std::printf("  %-22s %d %d\n", "work counters after", work[0], work[1]);
-    if (work[0] != 0 || work[1] != 0) ++g_failures;
+    check_work_counters();
   }
 
   auto bref =
@@ -280,9 +286,11 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     const tjk::AttnBwdTmaMaps bmaps = tensor_maps(bp, D, !std::is_same<T, tjk::bf16>::value);
     check_backward("sm90",
                    [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det); });
-    // Key blocks in bands of 3 (a last band with CTAs past the key blocks, which return).
+    // Key blocks in bands of 3 (BwdSm90Item: a last band narrower than the rest where the key
+    // blocks are not a multiple of 3).
     check_backward("sm90, key band 3",
                    [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 3); });
+    check_work_counters();
   }
 }
 
@@ -369,7 +377,7 @@ void perf_case(const char* name, int B, int Hq, int Hkv, int S, ProgramEnv& env,
                              make_tensor(o.p, Hq, S, D, false),
                              lse.p,
                              // the runtime's schedule (runtime/Attention.cpp)
-                             cm.mask.tiles_rise_with_q() ? nullptr : fwd_work_counters(),
+                             cm.mask.tiles_rise_with_q() ? nullptr : sm90_work_counters(),
                              shape,
                              mask.view};
   tjk::AttentionBwdParams bp{fp.q,

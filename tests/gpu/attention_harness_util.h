@@ -287,9 +287,9 @@ inline bool sm90_forward_available() {
   return has.download()[0] == 1;
 }
 
-// The Hopper forward's two work-item counters (AttentionFwdParams::work): zeroed once, and left
-// zero by every launch, which the harness checks after each one it checks.
-inline int* fwd_work_counters() {
+// The Hopper kernels' two work-item counters (AttentionFwdParams::work, AttentionBwdParams::work):
+// zeroed once, and left zero by every launch, which the harness checks after each one it checks.
+inline int* sm90_work_counters() {
   static int* counters = [] {
     int* c = nullptr;
     CUDA_CHECK(cudaMalloc(&c, 2 * sizeof(int)));
@@ -315,7 +315,7 @@ struct Launch {
   }
 
   // The Hopper forward: same params and hooks, plus the Q, K, V tensor maps; p.work as
-  // fwd_work_counters() gives it.
+  // sm90_work_counters() gives it.
   static void fwd_sm90(const tjk::AttentionFwdParams& p, const Args& a,
                        const tjk::AttnFwdTmaMaps& maps) {
     auto kernel = tjk::attention_fwd_sm90_kernel<Prog, Args, T, D>;
@@ -359,9 +359,17 @@ struct Launch {
     constexpr int smem = tjk::AttnBwdSm90Layout<D>::kBytes;
     CUDA_CHECK(
         cudaFuncSetAttribute(main_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const int key_blocks = (p.mask.kv_tiles + 1) / 2;
-    dim3 grid(band * p.shape.batch * p.shape.heads_kv, (key_blocks + band - 1) / band);
-    if (grid.y > 0) main_kernel<<<grid, tjk::kAttnBwdSm90Threads, smem>>>(p, a, maps);
+    // Persistent: a CTA per SM (at most one per item) takes the items from the counters
+    // (BwdSm90Item).
+    const long long items = 1LL * p.shape.batch * p.shape.heads_kv * ((p.mask.kv_tiles + 1) / 2);
+    int sms = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    p.work = sm90_work_counters();
+    p.key_band = band;
+    p.items = static_cast<int>(items);
+    if (items > 0)
+      main_kernel<<<static_cast<unsigned>(std::min<long long>(items, sms)),
+                    tjk::kAttnBwdSm90Threads, smem>>>(p, a, maps);
     dq_pass(p, a, deterministic);
   }
 
