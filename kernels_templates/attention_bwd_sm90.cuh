@@ -219,7 +219,8 @@ template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
 __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& p, const Args& args,
                                                       const AttnBwdTmaMaps& maps, unsigned base,
                                                       unsigned char* smem, int cw, int b, int hk,
-                                                      int kv0, RingSlot& slot) {
+                                                      int kv0, RingSlot& slot,
+                                                      BwdSm90PhaseClock& clock_of) {
   using L = AttnBwdSm90Layout<kHeadDim>;
   constexpr int kQ = L::kQStep, kQN = kQ / 8, kQK = kQ / 16, kDN = kHeadDim / 8;
   const AttnShape& sh = p.shape;
@@ -330,9 +331,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // The dQ block stored at the end of the step before, not yet sent, and its rows.
   bool dq_staged = false;
   int staged_head = 0, staged_q0 = 0;
-  BwdSm90PhaseClock clock_of;
-  clock_of.start(thread == 0,
-                 reinterpret_cast<unsigned*>(smem + L::kProfile + 64 * cw));
+  clock_of.lap(kPhaseItemStart);
   for (;; ++step) {
     // The stage's full barrier was waited for before its products were issued; its record stays
     // until the stage is released below.
@@ -478,7 +477,6 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
     prev_q0 = st.q0;
     clock_of.lap(kPhaseTail);
   }
-  clock_of.flush();
   wgmma_wait<0>();  // the closing record's products
   mbar_arrive(L::empty(base, slot.stage));  // the closing record's stage
   slot.advance<L::kStages>();
@@ -519,6 +517,7 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
           ElemOps<T>::pack(dv[n][2 * half], dv[n][2 * half + 1]);
     }
   }
+  clock_of.lap(kPhaseItemEnd);
 }
 
 template <class Prog, class Args, class T, int kHeadDim, bool kAtomicDq>
@@ -568,6 +567,9 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
   // The work items as the K / V loader publishes them with their K and V tiles (kv_full), up
   // to the index past the end.
   RingSlot slot;
+  BwdSm90PhaseClock clock_of;
+  clock_of.start((threadIdx.x & 127) == 0,
+                 reinterpret_cast<unsigned*>(smem + L::kProfile + 64 * cw));
 #pragma unroll 1
   for (unsigned n = 0;; ++n) {
     mbar_wait(L::kv_full(base), n & 1);
@@ -575,8 +577,10 @@ __device__ __forceinline__ void attention_bwd_sm90_cta(const AttentionBwdParams&
     if (item >= p.items) break;
     const BwdSm90Item w = BwdSm90Item::at(p, item);
     attn_bwd_sm90_consume<Prog, Args, T, kHeadDim, kAtomicDq>(p, args, maps, base, smem, cw, w.b,
-                                                              w.hk, w.kv0(), slot);
+                                                              w.hk, w.kv0(), slot, clock_of);
   }
+  clock_of.lap(kPhaseItemStart);
+  clock_of.flush();
   // The dQ buffers stay allocated until their reductions have run.
   if (kAtomicDq && (threadIdx.x & 31) == 0) bulk_wait_group<0>();
 #else

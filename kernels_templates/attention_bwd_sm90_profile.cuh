@@ -4,9 +4,10 @@
 namespace tjk {
 
 // Diagnostics (off unless TJ_BWD_SM90_PROFILE is defined, as tests/gpu/attention_harness.cu can
-// be built): the clock cycles thread 0 of each consumer spends in each phase of its steps. They
-// are summed in shared memory (free bytes of the barrier block, no L2 traffic in the loop) and
-// added into tj_bwd_sm90_profile once per consumer at the end. The harness prints them per case.
+// be built): the clock cycles thread 0 of each consumer spends in each phase of its steps, and
+// between its items' step loops, from its first wait to its exit. They are summed in shared
+// memory (free bytes of the barrier block, no L2 traffic in the loop) and added into
+// tj_bwd_sm90_profile once per consumer at the end. The harness prints them per case.
 enum BwdSm90Phase : int {
   kPhaseParts,       // record, hook parts, issue of dP^T (split pass)
   kPhaseWaitS,       // waiting for S^T (and dP^T without a split pass)
@@ -21,8 +22,12 @@ enum BwdSm90Phase : int {
   kPhaseWaitDq,      // S^T's issue, waiting for dQ
   kPhaseSendDq,      // dQ block to shared memory, barrier, TMA reduction
   kPhaseTail,        // the wait for the next S^T (split pass), the loop's back edge
+  kPhaseItemStart,   // an item's K and V (kv_full; the last wait: the index past the end), the
+                     // stagger, its first stage and S^T
+  kPhaseItemEnd,     // after an item's step loop: the last dQ blocks, kv_empty, the epilogue
   kBwdSm90Phases
 };
+static_assert(kBwdSm90Phases <= 16, "a consumer's sums: 64 bytes of the barrier block");
 #if defined(TJ_BWD_SM90_PROFILE)
 __device__ unsigned long long tj_bwd_sm90_profile[kBwdSm90Phases];
 struct BwdSm90PhaseClock {

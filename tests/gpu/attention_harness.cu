@@ -337,13 +337,14 @@ std::vector<PerfRow> g_perf;
 
 #if defined(TJ_BWD_SM90_PROFILE)
 // The Hopper backward's consumer phases (attention_bwd_sm90.cuh, BwdSm90Phase): each one's share
-// of the cycles thread 0 of every consumer spent in its step loop, and their sum over the launches
-// timed (a kernel that runs its steps slower shows a larger sum; one that idles between them, not).
+// of the cycles thread 0 of every consumer spent from its first wait to its exit (the steps'
+// phases, and between the step loops "item start" and "item end"), and their sum over the
+// launches timed.
 void print_bwd_profile(const char* name,
                        const unsigned long long (&cycles)[tjk::kBwdSm90Phases]) {
   static const char* const kNames[tjk::kBwdSm90Phases] = {
       "parts", "wait S", "P pass", "wait dP", "dS pass", "read other", "store dS", "ready other",
-      "wait dV dK", "full", "wait dQ", "send dQ", "tail"};
+      "wait dV dK", "full", "wait dQ", "send dQ", "tail", "item start", "item end"};
   double total = 0;
   for (unsigned long long c : cycles) total += double(c);
   std::printf("profile %-28s %.3f Gcycles", name, total * 1e-9);
