@@ -345,11 +345,12 @@ TEST_F(AttentionGpu, ManyHeadsInBands) {
     for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
 }
 
-// The Hopper backward is persistent: a CTA per SM walks the key-block items, its ring and its K
-// and V tiles running on from one item to the next. Here its grid is capped at 3 CTAs
-// (TILEJIT_ATTENTION_BWD_CTAS), so each walks 9-19 items of uneven lengths, some with no step at
-// all (keys in odd 256-blocks attend nothing), with and without GQA, at D 64 and 128; atomic and
-// deterministic, against the reference. (The portable path ignores the cap.)
+// The Hopper backward is persistent: a CTA per SM takes key-block items from a counter, its ring
+// and its K and V tiles running on from one item to the next. Here its grid is capped at 3 CTAs
+// (TILEJIT_ATTENTION_BWD_CTAS), so the three share 28-56 items of uneven lengths per launch
+// (about 9-19 each), some with no step at all (keys in odd 256-blocks attend nothing), with and
+// without GQA, at D 64 and 128; atomic and deterministic, against the reference. (The portable
+// path ignores the cap.)
 TEST_F(AttentionGpu, BackwardSeveralItemsPerCta) {
   struct CapGrid {
     CapGrid() { setenv("TILEJIT_ATTENTION_BWD_CTAS", "3", 1); }
