@@ -33,8 +33,9 @@ waiting for the other consumer's kv_empty, and a producer that does not wait for
 import random
 import sys
 
+from adversarial import NamedBarriers, run_schedule
+
 WARPS = 8  # warps 0-3: consumer 0, 4-7: consumer 1
-THREADS = 256
 STAGGER = "stagger"
 
 
@@ -102,24 +103,19 @@ def run(items, stages, parity_ids, kv_coupled, queue_guarded, rng):
     """'ok', 'deadlock', 'left over', 'wrong phase' or 'wrong item' for one random schedule."""
     programs = [warp_program(w // 4, items, parity_ids) for w in range(WARPS)]
     programs += [producer_program(items), loader_program(items)]
-    PRODUCER, LOADER = WARPS, WARPS + 1
-    agents = len(programs)
-    pc = [0] * agents
-    blocked = [False] * agents
-    count, waiters, phase = {}, {}, {}
+    # The consumer that waits: consumer 1 on the stagger, the other one on (kind, c, parity).
+    barriers = NamedBarriers(lambda x: 1 if x == STAGGER else x[1] ^ 1, "wrong phase")
     released = {}  # record -> consumer warps done with its stage
-    produced = 0  # records the producer has filled
+    produced = [0]  # records the producer has filled
     slots = [None, None]  # the item queue
     taken = set()  # indices the loader has taken (their slot free again)
     loaded = set()  # items whose kv_full has completed
     kv_released = [set() for _ in items]  # item -> warps arrived on kv_empty
 
-    def ready(w):
-        if blocked[w] or pc[w] == len(programs[w]):
-            return False
-        op, x, _ = programs[w][pc[w]]
+    def ready(w, operation):
+        op, x, _ = operation
         if op == "full":
-            return x < produced
+            return x < produced[0]
         if op == "kv_full":
             return x in loaded
         if op == "fill":  # the producer refills a stage once both consumers released it
@@ -136,50 +132,26 @@ def run(items, stages, parity_ids, kv_coupled, queue_guarded, rng):
             return len(kv_released[x - 1]) > 0  # weakened: the first consumer warp's arrival
         return True
 
-    while True:
-        runnable = [w for w in range(agents) if ready(w)]
-        if not runnable:
-            if any(pc[w] < len(programs[w]) for w in range(agents)):
-                return "deadlock"
-            return "ok" if not any(count.values()) else "left over"
-        w = rng.choice(runnable)
-        for _ in range(rng.choice((1, 1, 1, 5, 30))):  # bursts: one warp runs ahead
-            if not ready(w):
-                break
-            op, x, tag = programs[w][pc[w]]
-            pc[w] += 1
-            if op == "empty":
-                released[x] = released.get(x, 0) + 1
-            elif op == "kv_empty":
-                kv_released[x].add(w)
-            elif op == "fill":
-                produced = x + 1
-            elif op == "hand":
-                slots[x & 1] = (x, x)  # (the index written, marked full)
-            elif op == "take":
-                if slots[x & 1][0] != x:
-                    return "wrong item"  # overwritten before the loader read it
-                slots[x & 1] = (slots[x & 1][0], -1)
-                taken.add(x)
-            elif op == "load":
-                loaded.add(x)
-            elif op in ("sync", "arrive"):
-                count[x] = count.get(x, 0) + 32
-                phase.setdefault(x, []).append((w // 4, op, tag))
-                if op == "sync":
-                    blocked[w] = True
-                    waiters.setdefault(x, []).append(w)
-                if count[x] == THREADS:
-                    syncing = 1 if x == STAGGER else x[1] ^ 1  # the consumer that waits
-                    roles = sorted((c == syncing, o) for c, o, _ in phase[x])
-                    if roles != [(False, "arrive")] * 4 + [(True, "sync")] * 4:
-                        return "wrong phase"
-                    if len({t for _, _, t in phase[x]}) != 1:
-                        return "wrong phase"  # two items' or two steps' arrivals in one phase
-                    for v in waiters.pop(x, []):
-                        blocked[v] = False
-                    phase[x].clear()
-                    count[x] = 0
+    def perform(w, operation):
+        op, x, _ = operation
+        if op == "empty":
+            released[x] = released.get(x, 0) + 1
+        elif op == "kv_empty":
+            kv_released[x].add(w)
+        elif op == "fill":
+            produced[0] = x + 1
+        elif op == "hand":
+            slots[x & 1] = (x, x)  # (the index written, marked full)
+        elif op == "take":
+            if slots[x & 1][0] != x:
+                return "wrong item"  # overwritten before the loader read it
+            slots[x & 1] = (slots[x & 1][0], -1)
+            taken.add(x)
+        elif op == "load":
+            loaded.add(x)
+        return None
+
+    return run_schedule(programs, ready, perform, barriers, rng)
 
 
 def main():

@@ -27,9 +27,10 @@ own (attn_sm90_issue_pending).
 import random
 import sys
 
+from adversarial import NamedBarriers, run_schedule
+
 SCHED0, SCHED1, LAST0, LAST1 = 0, 1, 2, 3
 WARPS = 8  # warps 0-3: consumer 0, 4-7: consumer 1
-THREADS = 256
 
 
 def warp_program(cw, items, current):
@@ -77,52 +78,21 @@ def warp_program(cw, items, current):
 def run(items, current, rng):
     """'ok', 'deadlock', 'left over' or 'waiter missing' for one random schedule."""
     programs = [warp_program(w // 4, items, current) for w in range(WARPS)]
-    pc = [0] * WARPS
-    blocked = [False] * WARPS
-    count = [0] * 4
-    waiters = [[] for _ in range(4)]
-    phase = [[] for _ in range(4)]  # (warp, op, tag) of the arrivals in each barrier's phase
     waiter_of = {SCHED0: 0, SCHED1: 1, LAST0: 0, LAST1: 0}  # the consumer that waits
+    barriers = NamedBarriers(waiter_of.get, "waiter missing")  # LAST*: one item per phase
     released = [0] * len(items)  # warps done with item n's Q
 
-    def ready(w):
-        if blocked[w] or pc[w] == len(programs[w]):
-            return False
-        op, n, _ = programs[w][pc[w]]
+    def ready(w, operation):
+        op, n, _ = operation
         return op != "q_full" or n == 0 or released[n - 1] == WARPS
 
-    while True:
-        runnable = [w for w in range(WARPS) if ready(w)]
-        if not runnable:
-            if any(pc[w] < len(programs[w]) for w in range(WARPS)):
-                return "deadlock"
-            return "ok" if not any(count) else "left over"
-        w = rng.choice(runnable)
-        for _ in range(rng.choice((1, 1, 1, 5, 30))):  # bursts: one warp runs ahead
-            if not ready(w):
-                break
-            op, x, tag = programs[w][pc[w]]
-            pc[w] += 1
-            if op == "q_empty":
-                released[x] += 1
-            elif op in ("sync", "arrive"):
-                count[x] += 32
-                phase[x].append((w, op, tag))
-                if op == "sync":
-                    blocked[w] = True
-                    waiters[x].append(w)
-                if count[x] == THREADS:
-                    waiter = waiter_of[x]
-                    roles = sorted((v // 4 == waiter, op) for v, op, _ in phase[x])
-                    if roles != [(False, "arrive")] * 4 + [(True, "sync")] * 4:
-                        return "waiter missing"
-                    if len({t for _, _, t in phase[x]}) != 1:
-                        return "waiter missing"  # kLastSBarrier: two items in one phase
-                    for v in waiters[x]:
-                        blocked[v] = False
-                    waiters[x].clear()
-                    phase[x].clear()
-                    count[x] = 0
+    def perform(w, operation):
+        op, x, _ = operation
+        if op == "q_empty":
+            released[x] += 1
+        return None
+
+    return run_schedule(programs, ready, perform, barriers, rng)
 
 
 def main():
