@@ -15,9 +15,9 @@
 // thirtieth and thirty-third sessions). An item's K and V tiles stay in shared memory for all its
 // steps; the next item's load once the consumers are done with them, under the epilogue, and the
 // ring runs on across items, so the next item's first steps are loaded before its K and V. The
-// item walks every q head of its GQA group and, per head, the
-// union of its two kv tiles' transposed run lists (q tiles in order), each q tile in two steps
-// of kQStep = 64 rows. 384 threads in three warpgroups:
+// item walks every q head of its GQA group and, per head, the union of its two kv tiles'
+// transposed run lists (q tiles in order), each q tile in two steps of kQStep = 64 rows. 384
+// threads in three warpgroups:
 //   warpgroup 0, producer (24 registers): warp 0 takes each item from the counter and hands its
 //     index to warp 1's lane 0 (item_full / item_empty, two slots), which loads the item's K
 //     and V once kv_empty says the consumers are done with the item before's and publishes the
