@@ -11,7 +11,7 @@
 // band g's key blocks g * band .. g * band + band - 1 of every (b, h) in turn (the longest first
 // for triangular masks), so the items of one head that run together walk the same q tiles close
 // together in time and read and add to their Q, dO and dq_accum rows in L2 rather than each in
-// memory (the runtime picks the band, p.key_band, runtime/Attention.cpp; bench/NOTES.md,
+// memory (the runtime picks the band, p.key_band, runtime/AttentionSchedule.cpp; bench/NOTES.md,
 // thirtieth and thirty-third sessions). An item's K and V tiles stay in shared memory for all its
 // steps; the next item's load once the consumers are done with them, under the epilogue, and the
 // ring runs on across items, so the next item's first steps are loaded before its K and V. The
@@ -110,9 +110,9 @@
 // Launch: attention_bwd_sm90_kernel below, or a generated entry point with
 // __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta, on a grid of
 // min(items, SMs) CTAs with p.work (zero), p.key_band and p.items set (BwdSm90Item); dynamic
-// shared memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the lse in
-// the log2 domain, and dq_accum zeroed in atomic mode); the block mask built with block_q = 128,
-// block_kv = 64.
+// shared memory AttnBwdSm90Layout<D>::kBytes; after attention_bwd_preprocess_kernel (delta, the
+// lse in the log2 domain, and dq_accum zeroed in atomic mode); the block mask built with
+// block_q = 128, block_kv = 64.
 //
 // ptxas (CUDA 13.0, -arch=sm_90a -O3; the harness's 28 instantiations and the generated modules
 // of the example programs): 168 registers at launch (setmaxnreg: producer 24, consumers 240),

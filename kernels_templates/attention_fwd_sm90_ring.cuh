@@ -101,7 +101,7 @@ struct KvStepCursor {
 // run together read the same K and V tiles in the same order, so those come from L2: with a
 // band of 1 (every (b, h) of a q tile next to each other) a causal mask at S 2k, B 8, H 16 had
 // 132 CTAs on 132 different heads, each reading its K and V from memory (bench/NOTES.md,
-// thirtieth session). The runtime picks the band (runtime/Attention.cpp).
+// thirtieth session). The runtime picks the band (runtime/AttentionSchedule.cpp).
 // Two ways to share them out, the runtime's choice (p.work):
 //   - fixed shares (p.work null), where the items never grow in that order: CTA c takes, in round
 //     k = 0, 1, ..., item k * G + c when k is even and k * G + G - 1 - c when k is odd

@@ -17,6 +17,7 @@
 #include "compiler/Printer.h"
 #include "compiler/codegen/PositionRange.h"
 #include "runtime/AttentionChecks.h"
+#include "runtime/AttentionSchedule.h"
 #include "runtime/AttentionTma.h"
 #include "runtime/DenseMask.h"
 #include "runtime/DeviceBuffer.h"
@@ -262,57 +263,6 @@ int* work_counters(DeviceState& state, CUcontext context, CUstream stream) {
   return static_cast<int*>(buf.data());
 }
 
-// Whether the Hopper forward takes its work items from the counter: DeviceMask::fixed_shares
-// decides, unless TILEJIT_ATTENTION_SCHEDULE says 'counter' or 'fixed' (for measuring both).
-bool forward_schedule_counter(const DeviceMask& mask) {
-  static const std::string chosen = [] {
-    const char* env = std::getenv("TILEJIT_ATTENTION_SCHEDULE");
-    return std::string(env ? env : "");
-  }();
-  TILEJIT_USER_CHECK(chosen.empty() || chosen == "counter" || chosen == "fixed",
-                     "TILEJIT_ATTENTION_SCHEDULE must be 'counter' or 'fixed', got '{}'", chosen);
-  if (chosen.empty()) return !mask.fixed_shares;
-  return chosen == "counter";
-}
-
-// The band of the Hopper kernels' schedules: how many q tiles (forward, FwdWorkItem) or key
-// blocks (backward, its grid) of one head are numbered next to each other. Items of one head
-// that run together read the same K and V (forward) or Q, dO and dQ rows (backward) close
-// together in time, so all but the first read them from L2. With `heads` heads and `ctas` CTAs
-// running at once, a band of 1 puts ctas / heads items of each head side by side: enough where
-// the sequences are long and the heads few (S 8k, B 2: 4 per head); at S 2k, B 8 every running
-// CTA had a head of its own and read everything from memory (bench/NOTES.md, thirtieth
-// session). The band is chosen so that kItemsPerHead of each head run together.
-// TILEJIT_ATTENTION_BAND=N sets it (for measuring).
-int schedule_band(int64_t heads, int64_t tiles, int64_t ctas) {
-  static const int chosen = [] {
-    const char* env = std::getenv("TILEJIT_ATTENTION_BAND");
-    if (!env || !*env) return 0;
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    TILEJIT_USER_CHECK(*end == 0 && v >= 1 && v <= 1024,
-                       "TILEJIT_ATTENTION_BAND must be an integer from 1 to 1024, got '{}'", env);
-    return static_cast<int>(v);
-  }();
-  constexpr int64_t kItemsPerHead = 4;
-  const int64_t band = chosen ? chosen : (kItemsPerHead * heads + ctas - 1) / std::max<int64_t>(ctas, 1);
-  return static_cast<int>(std::clamp<int64_t>(band, 1, std::max<int64_t>(tiles, 1)));
-}
-
-// TILEJIT_ATTENTION_BWD_CTAS=N caps the persistent Hopper backward's grid at N CTAs, so each walks
-// more work items (for tests and measuring); 0 or unset: one CTA per SM. Read on every call, so a
-// test can set it for its own cases.
-int64_t backward_cta_cap() {
-  const char* env = std::getenv("TILEJIT_ATTENTION_BWD_CTAS");
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  TILEJIT_USER_CHECK(*end == 0 && v >= 0 && v <= 1 << 20,
-                     "TILEJIT_ATTENTION_BWD_CTAS must be an integer from 0 to 1048576, got '{}'",
-                     env);
-  return v;
-}
-
 // SMs of device 0, as the kernels' arch (gpu_context); read once, not on every call.
 int64_t sm_count() {
   static const int64_t sms = Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
@@ -457,7 +407,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
   DeviceState& state = device_state();
   std::lock_guard lock(state.mutex);
   const DeviceMask& mask = device_mask(state, context, stream, block_mask);
-  const bool counter = sm90 && forward_schedule_counter(mask);
+  const bool counter = sm90 && attention_schedule::forward_uses_counter(mask.fixed_shares);
   // Persistent (sm90): at most one CTA per SM, walking the (b, h, q tile) items longest first for
   // triangular masks, in bands of q tiles, in fixed shares or one at a time
   // (DeviceMask::fixed_shares).
@@ -471,7 +421,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    counter ? work_counters(state, context, stream) : nullptr,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    mask.view,
-                   schedule_band(heads, block_mask.q_tiles(), ctas)};
+                   attention_schedule::band(heads, block_mask.q_tiles(), ctas)};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   if (sm90) {
     launch_if(kernel, {static_cast<unsigned>(ctas), 1, 1}, stream, kernel_params);
@@ -576,14 +526,9 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
     const int64_t heads = int64_t{p.batch} * p.heads_kv;
     const int kv_per_cta = kAttentionBwdSm90BlockKV / kAttentionBlockKV;
     const int64_t key_blocks = (block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta;
-    params.key_band = schedule_band(heads, key_blocks, sm_count());
-    const int64_t items = heads * key_blocks;
-    TILEJIT_USER_CHECK(items <= std::numeric_limits<int>::max(),
-                       "attention backward: {} work items (B * Hkv * key blocks) exceed the "
-                       "Hopper kernel's int index", items);
-    params.items = static_cast<int>(items);
-    const int64_t cap = backward_cta_cap();
-    const int64_t ctas = std::min(items, cap > 0 ? std::min(cap, sm_count()) : sm_count());
+    params.key_band = attention_schedule::band(heads, key_blocks, sm_count());
+    const int64_t ctas = attention_schedule::backward_grid(heads * key_blocks, sm_count());
+    params.items = static_cast<int>(heads * key_blocks);
     launch_if(bwd, {static_cast<unsigned>(ctas), 1, 1}, stream, main_params);
   } else {
     launch_if(bwd,

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <thread>
 
@@ -217,6 +218,13 @@ bool run_case(const AttentionProgram& prog, const Shape& s, uint64_t seed, bool 
   return true;
 }
 
+// Every program on every shape, analysed block masks, seeds from `seed` on.
+void run_every_case(std::initializer_list<AttentionProgram> programs,
+                    std::initializer_list<Shape> shapes, uint64_t seed) {
+  for (const AttentionProgram& p : programs)
+    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+}
+
 Shape random_shape(std::mt19937_64& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int groups[] = {1, 2, 4};
@@ -317,32 +325,27 @@ TEST_F(AttentionGpu, RandomPrograms) {
 // head dim. Two programs: the causal one's backward splits its element pass, the soft-cap's runs
 // it in one pass (its score_grad reads score), so the sanitizers run on both.
 TEST_F(AttentionGpu, EdgeShapes) {
-  const AttentionProgram programs[] = {
-      parse_attention("attention causal { mask = q >= kv }"),
-      parse_attention("attention capped { mask = q >= kv\n score = 30.0 * tanh(score / 30.0) }")};
-  const Shape shapes[] = {{1, 1, 1, 1, 1, 64, DType::BF16, false},
-                          {1, 2, 1, 1, 700, 128, DType::F16, true},
-                          {1, 2, 2, 700, 1, 64, DType::BF16, true},
-                          {3, 2, 1, 128, 64, 128, DType::BF16, false},
-                          {1, 2, 1, 700, 700, 128, DType::BF16, true}};
-  uint64_t seed = 99;
-  for (const AttentionProgram& p : programs)
-    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+  run_every_case(
+      {parse_attention("attention causal { mask = q >= kv }"),
+       parse_attention("attention capped { mask = q >= kv\n score = 30.0 * tanh(score / 30.0) }")},
+      {{1, 1, 1, 1, 1, 64, DType::BF16, false},
+       {1, 2, 1, 1, 700, 128, DType::F16, true},
+       {1, 2, 2, 700, 1, 64, DType::BF16, true},
+       {3, 2, 1, 128, 64, 128, DType::BF16, false},
+       {1, 2, 1, 700, 700, 128, DType::BF16, true}},
+      99);
 }
 
-// Enough heads that the runtime numbers the Hopper kernels' work in bands (runtime/Attention.cpp,
-// schedule_band: four items per head among the running CTAs; on a 132-SM H200 a band of 2 for
-// 40 heads, 3 for 72), with q tiles and key blocks that leave the last band narrower and some
-// backward CTAs of it past the key blocks.
+// Enough heads that the runtime numbers the Hopper kernels' work in bands
+// (runtime/AttentionSchedule.cpp: four items per head among the running CTAs; on a 132-SM H200 a
+// band of 2 for 40 heads, 3 for 72), with q tiles and key blocks that leave the last band
+// narrower.
 TEST_F(AttentionGpu, ManyHeadsInBands) {
-  const Shape shapes[] = {{5, 8, 8, 640, 640, 64, DType::BF16, false},
-                          {9, 8, 2, 520, 520, 128, DType::F16, true}};
-  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
-  AttentionProgram window =
-      parse_attention("attention window { mask = q >= kv && q - kv < 200 }");
-  uint64_t seed = 41;
-  for (const AttentionProgram& p : {causal, window})
-    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+  run_every_case({parse_attention("attention causal { mask = q >= kv }"),
+                  parse_attention("attention window { mask = q >= kv && q - kv < 200 }")},
+                 {{5, 8, 8, 640, 640, 64, DType::BF16, false},
+                  {9, 8, 2, 520, 520, 128, DType::F16, true}},
+                 41);
 }
 
 // The Hopper backward is persistent: a CTA per SM takes key-block items from a counter, its ring
@@ -356,16 +359,13 @@ TEST_F(AttentionGpu, BackwardSeveralItemsPerCta) {
     CapGrid() { setenv("TILEJIT_ATTENTION_BWD_CTAS", "3", 1); }
     ~CapGrid() { unsetenv("TILEJIT_ATTENTION_BWD_CTAS"); }
   } cap;
-  const Shape shapes[] = {{2, 4, 4, 800, 800, 64, DType::F16, true},
-                          {2, 8, 2, 800, 800, 64, DType::BF16, false},
-                          {2, 8, 4, 700, 700, 128, DType::BF16, false}};
-  AttentionProgram odd_keys =
-      parse_attention("attention odd_keys { mask = q >= kv && (kv / 256) % 2 == 0 }");
-  AttentionProgram window =
-      parse_attention("attention window { mask = q >= kv && q - kv < 300 }");
-  uint64_t seed = 77;
-  for (const AttentionProgram& p : {odd_keys, window})
-    for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+  run_every_case(
+      {parse_attention("attention odd_keys { mask = q >= kv && (kv / 256) % 2 == 0 }"),
+       parse_attention("attention window { mask = q >= kv && q - kv < 300 }")},
+      {{2, 4, 4, 800, 800, 64, DType::F16, true},
+       {2, 8, 2, 800, 800, 64, DType::BF16, false},
+       {2, 8, 4, 700, 700, 128, DType::BF16, false}},
+      77);
 }
 
 // dQ across launches of several shapes in turn on one stream (the largest first, so the per-stream
@@ -375,16 +375,14 @@ TEST_F(AttentionGpu, BackwardSeveralItemsPerCta) {
 // (the dQ accumulator kept zeroed by the kernel that sums it, bench/NOTES.md thirty-first
 // session) has to pass this.
 TEST_F(AttentionGpu, BackwardDqAcrossShapes) {
-  AttentionProgram striped =
-      parse_attention("attention striped { mask = q >= kv && (q / 256) % 2 == 0 }");
-  AttentionProgram causal = parse_attention("attention causal { mask = q >= kv }");
-  const Shape shapes[] = {{2, 4, 2, 900, 900, 128, DType::BF16, false},
-                          {1, 3, 1, 333, 600, 64, DType::F16, true},
-                          {1, 2, 2, 260, 260, 128, DType::BF16, true}};
-  uint64_t seed = 123;
-  for (int round = 0; round < 2; ++round)
-    for (const AttentionProgram& p : {striped, causal})
-      for (const Shape& s : shapes) EXPECT_TRUE(run_case(p, s, seed++, true)) << p.name;
+  for (uint64_t seed : {123, 129})  // two rounds: each shape follows the others once
+    run_every_case(
+        {parse_attention("attention striped { mask = q >= kv && (q / 256) % 2 == 0 }"),
+         parse_attention("attention causal { mask = q >= kv }")},
+        {{2, 4, 2, 900, 900, 128, DType::BF16, false},
+         {1, 3, 1, 333, 600, 64, DType::F16, true},
+         {1, 2, 2, 260, 260, 128, DType::BF16, true}},
+        seed);
 }
 
 // The forward's softmax moves a warp's reference only when a row's maximum grows by more than
