@@ -421,7 +421,7 @@ void attention_forward(const AttentionProgram& program, const TensorView& q_in,
                    counter ? work_counters(state, context, stream) : nullptr,
                    {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.scale},
                    mask.view,
-                   attention_schedule::band(heads, block_mask.q_tiles(), ctas)};
+                   attention_schedule::forward_band(heads, block_mask.q_tiles(), ctas)};
   void* kernel_params[] = {&params, args.data(), &maps};  // the portable kernel takes two
   if (sm90) {
     launch_if(kernel, {static_cast<unsigned>(ctas), 1, 1}, stream, kernel_params);
@@ -526,7 +526,7 @@ void attention_backward(const AttentionProgram& program, const TensorView& q_in,
     const int64_t heads = int64_t{p.batch} * p.heads_kv;
     const int kv_per_cta = kAttentionBwdSm90BlockKV / kAttentionBlockKV;
     const int64_t key_blocks = (block_mask.kv_tiles() + kv_per_cta - 1) / kv_per_cta;
-    params.key_band = attention_schedule::band(heads, key_blocks, sm_count());
+    params.key_band = attention_schedule::backward_band(key_blocks);
     const int64_t ctas = attention_schedule::backward_grid(heads * key_blocks, sm_count());
     params.items = static_cast<int>(heads * key_blocks);
     launch_if(bwd, {static_cast<unsigned>(ctas), 1, 1}, stream, main_params);

@@ -9,10 +9,15 @@
 
 namespace tilejit::attention_schedule {
 
-// How many q tiles (forward) or key blocks (backward) of one head are numbered next to each
-// other, with `heads` heads of `tiles` each and `ctas` CTAs running at once; TILEJIT_ATTENTION_BAND
-// (1 to 1024, read once) overrides it. Always within [1, max(tiles, 1)].
-int band(int64_t heads, int64_t tiles, int64_t ctas);
+// How many q tiles of one head the forward numbers next to each other, with `heads` heads of
+// `tiles` each and `ctas` CTAs running at once; TILEJIT_ATTENTION_BAND (1 to 1024, read once)
+// overrides it. Always within [1, max(tiles, 1)].
+int forward_band(int64_t heads, int64_t tiles, int64_t ctas);
+
+// How many key blocks of one head the backward numbers next to each other, of `key_blocks`
+// per head; TILEJIT_ATTENTION_BAND overrides it as it does the forward's. Always within
+// [1, max(key_blocks, 1)].
+int backward_band(int64_t key_blocks);
 
 // Whether the Hopper forward takes its items from the counter rather than in fixed shares:
 // `fixed_shares` (the mask's items never grow in the order they are numbered) decides, unless

@@ -290,6 +290,9 @@ void check_case(const Shape& s, ProgramEnv& env, std::mt19937& rng) {
     // blocks are not a multiple of 3).
     check_backward("sm90, key band 3",
                    [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 3); });
+    // the runtime's band (attention_schedule::backward_band), past most cases' key blocks
+    check_backward("sm90, key band 16",
+                   [&](bool det) { Launch<Prog, T, D>::bwd_sm90(bp, dev_args, bmaps, det, 16); });
     check_work_counters();
   }
 }

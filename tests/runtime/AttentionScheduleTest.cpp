@@ -32,7 +32,7 @@ std::string user_error_of(int64_t items, int64_t sms) {
 
 // Four items of each head among the running CTAs, never past the head's tiles nor below 1
 // (TILEJIT_ATTENTION_BAND is not set in this process).
-TEST(AttentionSchedule, BandPutsFourItemsOfEachHeadTogether) {
+TEST(AttentionSchedule, ForwardBandPutsFourItemsOfEachHeadTogether) {
   ASSERT_EQ(std::getenv("TILEJIT_ATTENTION_BAND"), nullptr);
   for (int64_t ctas : {132, 78})
     for (int64_t heads : {1, 16, 32, 40, 72, 128, 1000})
@@ -40,10 +40,17 @@ TEST(AttentionSchedule, BandPutsFourItemsOfEachHeadTogether) {
         int64_t want = 1;  // the smallest band giving every head 4 of `ctas` running items
         while (want * ctas < 4 * heads) ++want;
         want = std::min(want, tiles);
-        EXPECT_EQ(band(heads, tiles, ctas), want) << heads << " heads, " << tiles << " tiles";
+        EXPECT_EQ(forward_band(heads, tiles, ctas), want) << heads << " heads, " << tiles << " tiles";
       }
-  EXPECT_EQ(band(0, 0, 132), 1);
-  EXPECT_EQ(band(8, 10, 0), 10);  // no CTA count: as many as the tiles allow
+  EXPECT_EQ(forward_band(0, 0, 132), 1);
+  EXPECT_EQ(forward_band(8, 10, 0), 10);  // no CTA count: as many as the tiles allow
+}
+
+// Sixteen key blocks of a head together, or all of a shorter head's, never below 1.
+TEST(AttentionSchedule, BackwardBandIsSixteenKeyBlocks) {
+  ASSERT_EQ(std::getenv("TILEJIT_ATTENTION_BAND"), nullptr);
+  for (int64_t blocks : {0, 1, 3, 15, 16, 17, 64, 256, 100000})
+    EXPECT_EQ(backward_band(blocks), std::clamp<int64_t>(blocks, 1, 16)) << blocks << " blocks";
 }
 
 TEST(AttentionSchedule, ForwardCounterWhereItemsMayGrow) {
