@@ -336,15 +336,16 @@ TEST_F(AttentionGpu, EdgeShapes) {
       99);
 }
 
-// Enough heads that the runtime numbers the Hopper kernels' work in bands
+// Enough heads that the runtime numbers the Hopper forward's work in bands
 // (runtime/AttentionSchedule.cpp: four items per head among the running CTAs; on a 132-SM H200 a
-// band of 2 for 40 heads, 3 for 72), with q tiles and key blocks that leave the last band
-// narrower.
+// band of 2 for 40 heads, 3 for 72), with q tiles that leave the last band narrower; and keys
+// enough for the backward's bands of 16 key blocks to end in a narrower one (18 blocks at 2200).
 TEST_F(AttentionGpu, ManyHeadsInBands) {
   run_every_case({parse_attention("attention causal { mask = q >= kv }"),
                   parse_attention("attention window { mask = q >= kv && q - kv < 200 }")},
                  {{5, 8, 8, 640, 640, 64, DType::BF16, false},
-                  {9, 8, 2, 520, 520, 128, DType::F16, true}},
+                  {9, 8, 2, 520, 520, 128, DType::F16, true},
+                  {1, 2, 1, 2200, 2200, 64, DType::BF16, false}},
                  41);
 }
 
