@@ -49,7 +49,7 @@ int forward_band(int64_t heads, int64_t tiles, int64_t ctas) {
 
 // The backward gains from longer bands than the forward's rule gives: with 16 key blocks (2048
 // keys) of a head numbered together, against that rule's 4 at S 2k and 1 at 8k, the backward
-// ran 6% faster on causal masks at 2k, 13% on sliding windows and documents there and 4-8% on
+// ran 6% faster on causal masks at 2k, 13% on sliding windows and documents there and 4-10% on
 // causal masks at 8k; from 8 to 32 the figures were level, as were bands of 1 to 8 at 32k
 // (bench/NOTES.md, thirty-fourth session, runs 5-6).
 int backward_band(int64_t key_blocks) {
