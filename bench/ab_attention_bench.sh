@@ -37,6 +37,13 @@ for r in $(seq 1 "$rounds"); do
     TILEJIT_CACHE_DIR="$out/$n/cache" timeout 300 "$out/$n/build/bench/attention_gpu_bench" \
       "${args[@]}" "${placement[@]}" >"$out/$n.round$r.jsonl" 2>"$out/$n.round$r.err"
     echo "$n round $r: rc=$?"
+    # this run's figures at once, so that a call cut short still shows the rounds it finished
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if "fwd_tflops" in r:
+        print("  %-20s S %6d D %3d  fwd %6.1f bwd %6.1f" % (r["mask"], r["S"], r["D"], r["fwd_tflops"], r["bwd_tflops"]))
+' "$out/$n.round$r.jsonl" 2>/dev/null
   done
 done
 python3 - "$out" "${names[@]}" <<'PY'
