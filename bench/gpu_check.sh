@@ -3,12 +3,14 @@
 # harnesses, optionally the peers, and print a short table last. Logs and JSON go to OUTDIR.
 #   bench/gpu_check.sh OUTDIR [tests] [python] [sanitize] [soak] [bench] [attention] [ce] [peers]
 #                             [cepeers] [cebench] [cetimes] [timeline] [sass] [profile] [bands]
+#                             [sustained]
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), BENCH_SPACERS (e.g. "3 29": one bench
 #        process per memory placement), PACK=1 (the files but the summary into OUTDIR.tgz),
 #        TILEJIT_GPU_BUILD (build dir),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10"), BANDS (the bands step's
-#        TILEJIT_ATTENTION_BAND values, default "1 2 4 8"), BANDS_ARGS (its bench arguments)
+#        TILEJIT_ATTENTION_BAND values, default "1 2 4 8"), BANDS_ARGS (its bench arguments),
+#        SUSTAINED_ARGS (bench/sustained_compare.py's, e.g. --cases "2,8192,64" --seconds 3)
 #   (default: tests attention ce)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +58,12 @@ if has tests; then
   fi
 fi
 
+# libtilejit_c for the Python steps, configuring the build tree where no `tests` step did
+build_capi() {
+  [ -f "$bdir/CMakeCache.txt" ] || cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/configure.log" 2>&1
+  cmake --build $bdir -j "$jobs" --target tilejit_c >>"$out/build.log" 2>&1
+}
 if has python; then
   # The Python package's unittest suite with the interpreter CMake found (torch with CUDA), then
   # bench/compare.py --quick, both on this build's libtilejit_c. Counts come from the per-test
@@ -63,8 +71,7 @@ if has python; then
   t0=$(date +%s)
   py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$bdir/CMakeCache.txt" 2>/dev/null)
   py=${py:-python3}
-  [ -f "$bdir/capi/libtilejit_c.so" ] ||
-    cmake --build $bdir -j "$jobs" --target tilejit_c >>"$out/build.log" 2>&1
+  build_capi
   lib="$(cd "$bdir" && pwd)/capi/libtilejit_c.so"
   note "python: $("$py" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__,
     "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
@@ -131,6 +138,16 @@ fi
 
 has attention && run_harness attention
 has ce && run_harness linear_ce
+
+if has sustained; then
+  # tilejit against cuDNN for seconds at a time, with the SM clock and power sampled beside:
+  # the steady state of a training step, where the power limit sets the clock
+  build_capi
+  timeout ${SUSTAINED_TIMEOUT:-300} python3 bench/sustained_compare.py --lib "$bdir" --out "$out" \
+    ${SUSTAINED_ARGS:-} >"$out/sustained.log" 2>&1
+  note "sustained: rc=$?"
+  grep -E "^ *([0-9]+|B) " "$out/sustained.log" | tee -a "$summary"
+fi
 
 if has bench && [ -x $bdir/bench/attention_gpu_bench ]; then
   # a fresh kernel cache, so the first placement's first_call_s is the cold compile of each
