@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# One GPU call for an attention kernel change kept as a patch (bench/experiments/*.patch): this
-# tree with the patch applied runs its GPU tests (and, if asked, the sanitizers), then
-# bench/ab_attention_bench.sh times it ("head") against this tree ("base"), both built once.
-#   bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench arguments]
-#   env: TEST_FILTER (ctest -R of the patched tree, default AttentionGpu; empty: no tests),
+# One GPU call for a kernel change kept as a patch (bench/experiments/*.patch): this tree with the
+# patch applied runs its GPU tests (and, if asked, the sanitizers), then bench/ab_attention_bench.sh
+# (AB_KIND=attention, the default) or bench/ab_ce_bench.sh (AB_KIND=ce: the fused loss) times it
+# ("head") against this tree ("base"), both built once.
+#   bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench or linear_ce_gpu_bench arguments]
+#   env: TEST_FILTER (ctest -R of the patched tree, default AttentionGpu, or LinearCeGpu with
+#          AB_KIND=ce; empty: no tests),
 #        TEST_TIMEOUT (s, default 240: a kernel that hangs stops the tests there, and no timing
 #          follows), SANITIZE_FILTER (a gtest filter run under memcheck, racecheck and synccheck
 #          on the patched tree, default none), AB_WORK (build trees, default /tmp/ab_patch; kept
 #          out of OUTDIR so that only logs come back: at most seven files), and
-#          ab_attention_bench.sh's AB_ROUNDS and AB_SPACERS
+#          the A/B script's AB_ROUNDS (and ab_attention_bench.sh's AB_SPACERS)
 set -uo pipefail
-usage="usage: bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench arguments]"
+usage="usage: bench/ab_patch.sh OUTDIR PATCH [-- bench arguments]"
 out=${1:?$usage}
 patch_file=$(realpath "${2:?$usage}") || { echo "$usage"; exit 2; }
 shift 2
 [ "${1:-}" = "--" ] && shift
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work=${AB_WORK:-/tmp/ab_patch}
+case "${AB_KIND:-attention}" in  # the GPU test, the bench, the A/B script
+  attention) test_bin=tests/attention/attention_gpu_test bench_bin=attention_gpu_bench
+    ab_script=ab_attention_bench.sh default_filter=AttentionGpu ;;
+  ce) test_bin=tests/ce/linear_ce_gpu_test bench_bin=linear_ce_gpu_bench
+    ab_script=ab_ce_bench.sh default_filter=LinearCeGpu ;;
+  *) echo "AB_KIND is attention or ce, not '$AB_KIND'"; exit 2 ;;
+esac
+test_filter=${TEST_FILTER-$default_filter}
 mkdir -p "$out" "$work"
 t0=$(date +%s)
 elapsed() { echo "$(($(date +%s) - t0))s"; }
@@ -31,7 +41,7 @@ tar -C "$here" --exclude='./build*' --exclude='./.ab' --exclude='./.peers' --exc
 (cd "$work/head" && git apply "$patch_file") || { note "the patch does not apply to this tree"; exit 1; }
 ln -sfn "$here" "$work/base"
 
-# Both built where ab_attention_bench.sh looks (OUT/NAME/build), so it only re-runs CMake.
+# Both built where the A/B script looks (OUT/NAME/build), so it only re-runs CMake.
 configure() {  # side
   mkdir -p "$work/ab/$1"
   cmake -S "$work/$1" -B "$work/ab/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -39,11 +49,11 @@ configure() {  # side
 }
 jobs=$(nproc)
 (configure base &&
-  cmake --build "$work/ab/base/build" -j $((jobs / 3 + 1)) --target attention_gpu_bench \
+  cmake --build "$work/ab/base/build" -j $((jobs / 3 + 1)) --target "$bench_bin" \
     >>"$out/base_build.log" 2>&1
   note "base build: rc=$? ($(elapsed))") &
 configure head &&
-  cmake --build "$work/ab/head/build" -j "$jobs" --target attention_gpu_test attention_gpu_bench \
+  cmake --build "$work/ab/head/build" -j "$jobs" --target "$(basename "$test_bin")" "$bench_bin" \
     >>"$out/head_build.log" 2>&1
 rc=$?
 note "head build: rc=$rc ($(elapsed))"
@@ -51,12 +61,12 @@ wait
 [ $rc -eq 0 ] || { tail -20 "$out/head_build.log"; exit 1; }
 
 tests_ok=1
-if [ -n "${TEST_FILTER-AttentionGpu}" ]; then
+if [ -n "$test_filter" ]; then
   (cd "$work/ab/head/build" &&
-    timeout "${TEST_TIMEOUT:-240}" ctest -R "${TEST_FILTER-AttentionGpu}" --output-on-failure -j 4) \
+    timeout "${TEST_TIMEOUT:-240}" ctest -R "$test_filter" --output-on-failure -j 4) \
     >"$out/ctest.log" 2>&1
   rc=$?
-  note "ctest -R ${TEST_FILTER-AttentionGpu}: rc=$rc ($(elapsed))" \
+  note "ctest -R $test_filter: rc=$rc ($(elapsed))" \
     "$(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
   grep -E '^\s*[0-9]+/[0-9]+ Test .*(\*\*\*(Failed|Timeout|Exception)| Failed)' "$out/ctest.log" |
     tee -a "$summary"
@@ -66,7 +76,7 @@ if [ -n "${SANITIZE_FILTER:-}" ]; then
   for tool in memcheck racecheck synccheck; do  # one log for the three (few files come back)
     echo "==== $tool" >>"$out/sanitize.log"
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
-      "$work/ab/head/build/tests/attention/attention_gpu_test" --gtest_filter="$SANITIZE_FILTER" \
+      "$work/ab/head/build/$test_bin" --gtest_filter="$SANITIZE_FILTER" \
       --gtest_brief=1 >"$work/$tool.log" 2>&1
     rc=$?
     tail -n 200 "$work/$tool.log" >>"$out/sanitize.log"
@@ -77,9 +87,10 @@ fi
 # A kernel that hangs or fails its tests is not timed: its figures would mean nothing.
 [ $tests_ok -eq 1 ] || { note "tests failed or timed out: no A/B"; exit 1; }
 
-(cd "$work/head" && bench/ab_attention_bench.sh "$work/ab" "$work/base" -- "$@") >"$out/ab.txt" 2>&1
+(cd "$work/head" && "bench/$ab_script" "$work/ab" "$work/base" -- "$@") >"$out/ab.txt" 2>&1
 note "A/B: rc=$? ($(elapsed))"
-tar -czf "$out/ab_runs.tgz" -C "$work/ab" $(cd "$work/ab" && ls ./*.jsonl ./*.err 2>/dev/null)
+runs=$(cd "$work/ab" && ls ./*.jsonl ./*.err ./*/ce_bench.* 2>/dev/null)
+[ -n "$runs" ] && tar -czf "$out/ab_runs.tgz" -C "$work/ab" $runs
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader 2>&1 | tee -a "$summary"
-table=$(grep -n '^median' "$out/ab.txt" | cut -d: -f1)
+table=$(grep -nE '^(median|mean over the rounds)' "$out/ab.txt" | cut -d: -f1)
 tail -n "+${table:-1}" "$out/ab.txt" | tail -40 | tee -a "$summary"
