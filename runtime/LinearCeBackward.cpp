@@ -331,7 +331,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p, &maps};
       const unsigned pairs = static_cast<unsigned>(ch.pairs);
       launch(grad, {sm90_grad ? std::min(pairs, num_sms) : pairs},
-             {sm90_grad ? kCeGradSm90Threads : kCeGradThreads}, grad_smem, stream, grad_params);
+             {static_cast<unsigned>(sm90_grad ? kCeGradSm90Threads : kCeGradThreads)}, grad_smem,
+             stream, grad_params);
     }
     // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
     if (ch.pairs > 0 || p.first_chunk)
