@@ -81,8 +81,8 @@ struct CeWgCta {
 // warpgroup 2, that only loads: its 128 threads issue the copies of every stage (cp.async, and
 // TMA where the caller has a tensor map) into a kStages ring and hand each stage over on an
 // mbarrier; the compute warpgroups wait for it, issue their products and release the stage on
-// another (gemm_loop_sm90_ws). No barrier joins the two
-// compute warpgroups inside the loop, and none of their issue slots go to copies.
+// another (gemm_loop_sm90_ws, or gemm_loop_sm90_ws_pairs for tiles in pairs). No barrier joins
+// the two compute warpgroups inside the loop, and none of their issue slots go to copies.
 template <int M, int N, int Stages>
 struct CeWsCta : CeWgCta<M, N, Stages> {
   static constexpr bool kWarpSpecialized = true;
@@ -250,6 +250,45 @@ struct LoadsByTma<NoTmaLoad> {
   static constexpr bool value = false;
 };
 
+// The ring's mbarriers of a warp-specialised loop (full[s] at full0 + 8 s, empty[s] at empty0 +
+// 8 s), set up by thread 0 before the whole CTA meets: full[s] completes on every loading thread's
+// arrival and one more (load_tma's), or on load_tma's alone when tma_only; empty[s] on every
+// computing thread's.
+template <class Cta>
+__device__ __forceinline__ void ws_ring_init(u32 full0, u32 empty0, bool tma_only) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cta::kStages; ++s) {
+      tjk::mbar_init(full0 + 8 * s, tma_only ? 1 : Cta::kLoadThreads + 1);
+      tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
+    }
+    tjk::mbar_init_fence();
+  }
+  __syncthreads();
+}
+
+// The loading warpgroup of a warp-specialised loop (gemm_loop_sm90_ws, gemm_loop_sm90_ws_pairs):
+// fills the ring's stages with steps 0 .. steps - 1 in order, each once its stage is empty.
+template <class Cta, class Load, class LoadTma>
+__device__ __forceinline__ void ws_load_ring(u16* smem, u32 full0, u32 empty0, int steps, Load load,
+                                             LoadTma load_tma, bool tma_only) {
+  constexpr int S = Cta::kStages;
+  tjk::setmaxnreg_dec<56>();
+  if (tma_only && !LoadsByTma<LoadTma>::value) __trap();  // no stage would ever be filled
+  if (tma_only && Cta::load_thread() != 0) return;
+  int s = 0, pass = 0;
+  for (int step = 0; step < steps; ++step) {
+    if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
+    u16* st = smem + s * Cta::kStageElems;
+    if (Cta::load_thread() == 0) load_tma(smem_addr(st), full0 + 8 * s, step);
+    if (!tma_only) {
+      load(st, st + Cta::kAElems, step);
+      tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
+    }
+    if (++s == S) s = 0, ++pass;
+  }
+  tjk::cp_async_wait_all();
+}
+
 // gemm_loop_sm90's contract for a CeWsCta (launched with its 384 threads): load(a_tile, b_tile,
 // step) runs on the loading warpgroup (Cta::load_thread() its index among Cta::kLoadThreads),
 // after load_tma(a_tile, full, step) on its thread 0 (NoTmaLoad above), tile_done and the
@@ -296,30 +335,9 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   const u32 smem_base = smem_addr(smem);
   if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
   const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      tjk::mbar_init(full0 + 8 * s, tma_only ? 1 : Cta::kLoadThreads + 1);
-      tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
-    }
-    tjk::mbar_init_fence();
-  }
-  __syncthreads();
+  ws_ring_init<Cta>(full0, empty0, tma_only);
   if (threadIdx.x >= Cta::kComputeThreads) {
-    tjk::setmaxnreg_dec<56>();
-    if (tma_only && !LoadsByTma<LoadTma>::value) __trap();  // no stage would ever be filled
-    if (tma_only && Cta::load_thread() != 0) return false;
-    int s = 0, pass = 0;
-    for (int step = 0; step < steps; ++step) {
-      if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
-      u16* st = smem + s * Cta::kStageElems;
-      if (Cta::load_thread() == 0) load_tma(smem_addr(st), full0 + 8 * s, step);
-      if (!tma_only) {
-        load(st, st + Cta::kAElems, step);
-        tjk::cp_async_mbar_arrive_noinc(full0 + 8 * s);
-      }
-      if (++s == S) s = 0, ++pass;
-    }
-    tjk::cp_async_wait_all();
+    ws_load_ring<Cta>(smem, full0, empty0, steps, load, load_tma, tma_only);
     return false;
   }
   tjk::setmaxnreg_inc<224>();
@@ -371,6 +389,71 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   // (the products) take as zero. (Zeroing them before the loop instead makes ptxas serialise the
   // products: a non-wgmma definition inside the pipeline.)
   if (Skip::kNever ? steps == 0 : !issued) zero_acc(acc);
+  // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
+  tjk::named_barrier_sync(1, Cta::kComputeThreads);
+  return true;
+}
+
+// gemm_loop_sm90_ws for output tiles that come in pairs (the KL forward: the student's logits of
+// a vocabulary tile, then the teacher's): pair q's first tile accumulates into `first`, its second
+// into `second`, and pair_done(q, first, second) runs once the second's products are done. Both
+// stay in registers from their products to pair_done; neither is copied (a copy inside the loop
+// has ptxas move every accumulator at every step, and spill). Each tile `steps_per_tile` K steps,
+// both operands K-major; load, load_tma and tma_only as for gemm_loop_sm90_ws; `smem` holds
+// Cta::kSmemBytes, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
+// threads). The ring's protocol is gemm_loop_sm90_ws's.
+template <class Cta, bool kF16, class Load, class PairDone, class LoadTma = NoTmaLoad>
+__device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, int steps_per_tile,
+                                                        Load load, PairDone pair_done,
+                                                        typename Cta::Acc& first,
+                                                        typename Cta::Acc& second,
+                                                        LoadTma load_tma = LoadTma(),
+                                                        bool tma_only = false) {
+  static_assert(Cta::kWarpSpecialized, "a CeWsCta");
+  constexpr int S = Cta::kStages;
+  __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
+  const u32 smem_base = smem_addr(smem);
+  if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
+  // A tile without a K step: nothing would write its accumulators. (Trapping only where pairs > 0
+  // lets ptxas see K loops without a step, and it then serialises every product.)
+  if (steps_per_tile <= 0) __trap();
+  const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
+  ws_ring_init<Cta>(full0, empty0, tma_only);
+  if (threadIdx.x >= Cta::kComputeThreads) {
+    ws_load_ring<Cta>(smem, full0, empty0, pairs * 2 * steps_per_tile, load, load_tma, tma_only);
+    return false;
+  }
+  tjk::setmaxnreg_inc<224>();
+  int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
+  // One tile's K loop into acc: each step waits for its stage, issues its products (the first
+  // overwriting acc: scale-d 0) and releases the stage before once those products are done.
+  auto k_loop = [&](typename Cta::Acc& acc) {
+    for (int k = 0; k < steps_per_tile; ++k) {
+      tjk::mbar_wait(full0 + 8 * s, pass & 1);
+      // Copies through the generic proxy need the fence before wgmma reads them; TMA's don't.
+      if (!tma_only) tjk::fence_proxy_async_shared();
+      const u32 cur = smem_base + s * (Cta::kStageElems * 2);
+      pin_acc(acc);
+      tjk::wgmma_fence();
+      wgmma_step<Cta, kF16, true, true>(acc, cur, cur + Cta::kAElems * 2, k != 0);
+      tjk::wgmma_commit();
+      tjk::wgmma_wait<1>();  // the step before's products are done
+      pin_acc(acc);
+      if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
+      held = s;
+      if (++s == S) s = 0, ++pass;
+    }
+  };
+  for (int q = 0; q < pairs; ++q) {
+    k_loop(first);
+    k_loop(second);
+    tjk::wgmma_wait<0>();
+    pin_acc(first);
+    pin_acc(second);
+    tjk::mbar_arrive(empty0 + 8 * held);
+    held = -1;
+    pair_done(q, first, second);
+  }
   // Both compute warpgroups are done with the ring (a caller may reuse its shared memory).
   tjk::named_barrier_sync(1, Cta::kComputeThreads);
   return true;

@@ -1,16 +1,16 @@
 // Fused linear cross-entropy with a KL (distillation) term, forward: the student's and the
 // teacher's logit tiles in one sweep over the vocabulary, without materializing either [N, V].
 //
-// linear_ce_fwd_kl: grid (ceil(n_kept / 128), vocabulary splits), CeKlFwdCta threads. For every
+// linear_ce_fwd_kl: grid (ceil(n_kept / 128), vocabulary splits), CeKlFwdCtaOf's threads. For every
 // vocabulary tile a CTA runs two GEMMs through one pipeline: first E[128 kept rows] . C[tile]^T
 // (the student), whose accumulators it keeps in registers, then E_t[rows] . C_t[tile]^T (the
 // teacher, same positions, same vocabulary order). Both use ks = max(ceil(D / 64), ceil(D_t / 64))
-// K steps so each half is one "tile" of gemm_loop (the shorter operand is zero-filled). The
+// K steps so each half is one "tile" of the tile loop (the shorter operand is zero-filled). The
 // epilogue of the pair keeps, per row, three online softmax statistics: of z (lse, as without a
 // KL term), of z / T (the tempered student) and of t / T (the teacher), the last with
 // cross = sum exp(t/T - max)(t/T - z/T); compiler/IR.h "Loss" has the formula. Optionally it
 // records both tiles' max logits per (tile, row) for the backward's filter, one bf16 each
-// (the four column warps merged through shared memory), target excluded.
+// (in the portable CTA the four column warps merged through shared memory), target excluded.
 // linear_ce_merge (linear_ce_fwd.cuh) combines the splits, KL included.
 //
 // The backward's KL gradient entries are computed by linear_ce_grad<..., kKl = true>
@@ -21,10 +21,39 @@
 
 namespace tilejit_ce {
 
-// 8 warps of 64 x 32: 64 accumulators per thread, plus the student tile kept while the teacher's
-// is computed (one CTA per SM).
+// The CTA: 128 kept rows x kTileIds ids, 64 accumulators per thread plus the student's tile kept
+// while the teacher's is computed (one CTA per SM). Portable: 8 warps of 64 x 32 (mma.sync). On
+// sm_90a with the Hopper loop: two computing warpgroups of 64 rows x kTileIds (wgmma, every
+// column of a row in one quad) and a warpgroup that only loads, into a four-stage ring
+// (gemm_loop_sm90_ws_pairs: the computing warps issue products and run the epilogues, nothing
+// else).
 typedef CeCta<128, kTileIds, 3> CeKlFwdCta;
+typedef CeWsCta<128, kTileIds, 4> CeKlFwdWsCta;
 constexpr int kKlFwdRows = CeKlFwdCta::kM;
+static_assert(CeKlFwdWsCta::kM == kKlFwdRows, "one row tile for both loops (the launch's grid)");
+
+// The KL forward's tensor maps, read by the Hopper loop only (encoded on the host,
+// runtime/LinearCeTma.h): the kept rows of E and of the teacher's hidden states, packed
+// [n_kept, dim] and [n_kept, teacher dim] by the runtime, in 64 x kKlFwdRows boxes, and each
+// segment's weight rows, the student's and the teacher's, in 64 x kTileIds boxes; 128-byte
+// swizzle (load_kmajor's layout; columns past a dim read as zero, so the shorter operand of a pair
+// pads itself). A segment with an order has its weight rows gathered through cp.async instead.
+struct CeKlFwdMaps {
+  tjk::TmaDescriptor hidden, teacher_hidden;
+  tjk::TmaDescriptor weight[kMaxSegments], teacher_weight[kMaxSegments];
+};
+
+// The KL forward's CTA type: the Hopper loop's where asked for and available (as CeFwdCtaOf).
+template <bool kSm90Loop>
+struct CeKlFwdCtaOf {
+  typedef CeKlFwdCta type;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeKlFwdCtaOf<true> {
+  typedef CeKlFwdWsCta type;
+};
+#endif
 
 // K steps of one GEMM of a KL pair: both operands padded to the longer dim.
 __device__ __forceinline__ int kl_ksteps(int dim, int teacher_dim) {
@@ -39,17 +68,18 @@ struct StudentStats {
     m = neg_inf();
     s = st = 0.f;
   }
-  template <int n>
-  __device__ __forceinline__ void add(const float (&z)[n], float inv_t) {
+  // z(j), j < n: one row's logits of a tile (-inf for an absent entry).
+  template <int n, class Z>
+  __device__ __forceinline__ void add(const Z& z, float inv_t) {
     float mx = m;
 #pragma unroll
-    for (int j = 0; j < n; ++j) mx = fmaxf(mx, z[j]);
+    for (int j = 0; j < n; ++j) mx = fmaxf(mx, z(j));
     if (mx == neg_inf()) return;
     const float d = (m - mx) * kLog2e, mx2 = mx * kLog2e;
     float acc = 0.f, acc_t = 0.f;
 #pragma unroll
     for (int j = 0; j < n; ++j) {
-      const float x = fmaf(z[j], kLog2e, -mx2);  // log2e (z - m), -inf for an absent entry
+      const float x = fmaf(z(j), kLog2e, -mx2);  // log2e (z - m), -inf for an absent entry
       acc += fast_exp2(x);
       acc_t += fast_exp2(x * inv_t);
     }
@@ -67,19 +97,20 @@ struct TeacherStats {
     m = neg_inf();
     s = cross = 0.f;
   }
-  template <int n>
-  __device__ __forceinline__ void add(const float (&u)[n], const float (&z)[n], float inv_t) {
+  // u(j), z(j), j < n: one row's tempered teacher logits and student logits of a tile.
+  template <int n, class U, class Z>
+  __device__ __forceinline__ void add(const U& u, const Z& z, float inv_t) {
     float mx = m;
 #pragma unroll
-    for (int j = 0; j < n; ++j) mx = fmaxf(mx, u[j]);
+    for (int j = 0; j < n; ++j) mx = fmaxf(mx, u(j));
     if (mx == neg_inf()) return;  // the teacher puts no mass here yet
     const float scale = fast_exp2((m - mx) * kLog2e), mx2 = mx * kLog2e;
     float acc = 0.f, c = 0.f;
 #pragma unroll
     for (int j = 0; j < n; ++j) {
-      const float w = fast_exp2(fmaf(u[j], kLog2e, -mx2));
+      const float w = fast_exp2(fmaf(u(j), kLog2e, -mx2));
       acc += w;
-      if (w > 0.f) c += w * (u[j] - z[j] * inv_t);
+      if (w > 0.f) c += w * (u(j) - z(j) * inv_t);
     }
     s = s * scale + acc;
     cross = cross * scale + c;
@@ -98,15 +129,20 @@ __device__ __forceinline__ void lse_merge_scaled(float& m, float& s, float& c, f
   m = mn;
 }
 
-// Launched with CeKlFwdCta::kThreads threads (launch bounds: one CTA per SM) and
-// CeKlFwdCta::kSmemBytes of dynamic shared memory. Tile maxima: tile_max[tile, n_kept] (one
-// part) and kl.teacher_tile_max likewise.
-template <class Prog, class Args, bool kF16>
-__device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdParams& p) {
-  typedef CeKlFwdCta Cta;
+// The KL forward on CTA type Cta (CeKlFwdCta or CeKlFwdWsCta). Tile maxima: tile_max[tile, n_kept]
+// (one part) and kl.teacher_tile_max likewise. Where a row's columns span several warps
+// (kWarpsN > 1: the portable CTA) its statistics and tile maxima meet in shared memory; in the
+// Hopper CTA a quad holds the whole row, and its first lane stores them.
+template <class Prog, class Args, bool kF16, class Cta>
+__device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const CeFwdParams& p,
+                                                       const CeKlFwdMaps& maps) {
   constexpr int kRows = 2 * Cta::kMI;  // thread-local rows: fragment r / 2, half r % 2
   constexpr int kCols = 2 * Cta::kNI;
-  extern __shared__ __align__(128) u16 smem[];
+  constexpr bool kAcrossWarps = Cta::kWarpsN > 1;
+  // The Hopper loop's swizzle patterns start on 1024-byte boundaries (the block is declared as
+  // linear_ce_fwd_tiles declares it).
+  extern __shared__ __align__(1024) u16 fwd_smem[];
+  u16* smem = fwd_smem;
   __shared__ float red[8][Cta::kWarpsN][Cta::kM];
   __shared__ float tile_red[2][Cta::kWarpsN][Cta::kM];
 
@@ -132,6 +168,11 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
   }
   const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
+  // A segment with an order: this loading thread's weight rows of the half being loaded (the
+  // student's or the teacher's tile), read from the gather list once per half (the steps come
+  // in order).
+  GatheredRows<kTileIds, Cta::kLoadThreads> wrows;
+  int wrows_half = -1;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
     const int s = tile_segment(L, tile);
@@ -141,18 +182,47 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
     const u16* hidden = of_teacher ? T.hidden : R.hidden;
     const long long stride = of_teacher ? T.hidden_stride : R.hidden_stride;
     const int dim = of_teacher ? T.dim : R.dim;
-    load_kmajor<Cta::kM, Cta::kThreads>(
-        a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0});
-    load_kmajor<kTileIds, Cta::kThreads>(b_tile, weight_rows(S, lbase, k0, dim - k0));
-  };
-
-  typename Cta::Acc student;  // the student's raw logits of the current tile
-  auto tile_done = [&](int half, typename Cta::Acc& acc) {
-    if ((half & 1) == 0) {
-      copy_acc(acc, student);
+    if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_boxes)
+      load_kmajor<Cta::kM, Cta::kLoadThreads>(
+          a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0},
+          Cta::load_thread());
+    const CeOperand w = weight_rows(S, lbase, k0, dim - k0);
+    if (!w.gather) {
+      if (!Cta::kWarpSpecialized)  // ... and so does B, unless gathered
+        load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
       return;
     }
-    const int tile = t_begin + (half >> 1), s = tile_segment(L, tile);
+    if (pair != wrows_half) {
+      wrows.read(w.gather, w.rows, Cta::load_thread());
+      wrows_half = pair;
+    }
+    load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, wrows, Cta::load_thread());
+  };
+  // The Hopper loop's TMA copies of a step: the A tile (kKlFwdRows kept rows of E or of the
+  // teacher's hidden states by 64 columns) and, for a segment without an order, the B tile
+  // (kTileIds weight rows in position order); one arrival with the bytes.
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
+    const int s = tile_segment(L, tile);
+    const bool of_teacher = pair & 1;
+    const CeSegment& S = of_teacher ? T.layout.seg[s] : L.seg[s];
+    const bool b_box = S.order == nullptr;
+    tjk::mbar_arrive_expect_tx(full, (kKlFwdRows + (b_box ? kTileIds : 0)) * 128);
+    tjk::tma_load_2d(a_tile, of_teacher ? &maps.teacher_hidden : &maps.hidden, k0, row0, full);
+    if (b_box)
+      tjk::tma_load_2d(a_tile + Cta::kAElems * 2,
+                       of_teacher ? &maps.teacher_weight[s] : &maps.weight[s], k0,
+                       (tile - S.first_tile) * kTileIds, full);
+  };
+  // Every segment's weight tiles as TMA boxes: the other loading threads have nothing to copy.
+  bool all_boxes = true;
+  for (int s = 0; s < L.num_segments; ++s)
+    all_boxes = all_boxes && !L.seg[s].order && !T.layout.seg[s].order;
+
+  // The epilogue of vocabulary tile t_begin + pair from the student's raw logits and the
+  // teacher's, which it overwrites with z and t / T (-inf outside the vocabulary) row by row.
+  auto pair_done = [&](int pair, typename Cta::Acc& student, typename Cta::Acc& acc) {
+    const int tile = t_begin + pair, s = tile_segment(L, tile);
     const CeSegment& S = L.seg[s];
     const CeSegment& TS = T.layout.seg[s];
     const int lbase = (tile - S.first_tile) * kTileIds;
@@ -162,14 +232,13 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
       const bool row_ok = k < R.n_kept;
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
-      float z[kCols], u[kCols];
       float zmax = neg_inf(), tmax = neg_inf();  // target excluded
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int j = ni * 2 + e, pos = lbase + acc_col<Cta>(ni) + e;
-          z[j] = u[j] = neg_inf();
+          const int pos = lbase + acc_col<Cta>(ni) + e;
+          float zv_out = neg_inf(), uv_out = neg_inf();
           if (row_ok && pos < S.size) {
             const int row = seg_row(S, pos), id = S.begin + row;
             float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
@@ -186,25 +255,36 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
               tmax = fmaxf(tmax, tv);
             }
             if (smoothing) zs[r] += zv;
-            z[j] = zv;
-            u[j] = tv * inv_t;
+            zv_out = zv;
+            uv_out = tv * inv_t;
           }
+          student[mi][ni][h * 2 + e] = zv_out;
+          acc[mi][ni][h * 2 + e] = uv_out;
         }
-      student_row[r].add(z, inv_t);
-      teacher_row[r].add(u, z, inv_t);
-      if (p.tile_max) {  // the warp's 32 columns: across the quad, then through shared memory
+      // The row's values in place: column j of the thread's is n8 group j / 2, element j % 2.
+      const auto z = [&](int j) { return student[mi][j >> 1][h * 2 + (j & 1)]; };
+      const auto u = [&](int j) { return acc[mi][j >> 1][h * 2 + (j & 1)]; };
+      student_row[r].template add<kCols>(z, inv_t);
+      teacher_row[r].template add<kCols>(u, z, inv_t);
+      if (p.tile_max) {  // the warp's columns: across the quad, then (kAcrossWarps) shared memory
 #pragma unroll
         for (int o = 1; o <= 2; o <<= 1) {
           zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, o));
           tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
         }
         if ((lane & 3) == 0) {
-          tile_red[0][wn][acc_row<Cta>(mi, h)] = zmax;
-          tile_red[1][wn][acc_row<Cta>(mi, h)] = tmax;
+          if constexpr (kAcrossWarps) {
+            tile_red[0][wn][acc_row<Cta>(mi, h)] = zmax;
+            tile_red[1][wn][acc_row<Cta>(mi, h)] = tmax;
+          } else if (row_ok) {
+            const long long o = (long long)tile * R.n_kept + k;
+            p.tile_max[o] = bf16_bits_rounded_up(zmax);
+            p.kl.teacher_tile_max[o] = bf16_bits_rounded_up(tmax);
+          }
         }
       }
     }
-    if (p.tile_max) {  // uniform: every thread reaches this barrier
+    if (kAcrossWarps && p.tile_max) {  // uniform: every thread reaches this barrier
       __syncthreads();
       if (threadIdx.x < Cta::kM && row0 + threadIdx.x < R.n_kept) {
         float zm = tile_red[0][0][threadIdx.x], tm = tile_red[1][0][threadIdx.x];
@@ -221,9 +301,24 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
     }
   };
 
-  typename Cta::Acc acc;
-  int steps = t_end > t_begin ? (t_end - t_begin) * 2 * ks : 0;
-  gemm_loop<Cta, kF16, true, true>(smem, steps, ks, load, tile_done, acc);
+  const int pairs = t_end > t_begin ? t_end - t_begin : 0;
+  if constexpr (Cta::kWarpSpecialized) {  // both tiles of a pair in registers of their own
+    typename Cta::Acc student, teacher;
+    if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(smem, pairs, ks, load, pair_done, student, teacher,
+                                            load_boxes, all_boxes))
+      return;  // a loading warpgroup: done
+  } else {  // the student's tile copied aside while the teacher's accumulates
+    typename Cta::Acc student, acc;
+    gemm_loop<Cta, kF16, true, true>(
+        smem, pairs * 2 * ks, ks, load,
+        [&](int half, typename Cta::Acc& a) {
+          if ((half & 1) == 0)
+            copy_acc(a, student);
+          else
+            pair_done(half >> 1, student, a);
+        },
+        acc);
+  }
 
   // Row partials: across the 4 lanes of a quad, then across the column warps in order.
 #pragma unroll
@@ -246,13 +341,25 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
       lse_merge_scaled(Q.m, Q.s, Q.cross, m2, s2, c2);
       zs[r] += __shfl_xor_sync(0xffffffffu, zs[r], o);
     }
-    if ((lane & 3) == 0) {
-      const int row = acc_row<Cta>(r >> 1, r & 1);
+    const int row = acc_row<Cta>(r >> 1, r & 1);
+    if ((lane & 3) != 0) continue;
+    if constexpr (kAcrossWarps) {
       const float v[8] = {S.m, S.s, zs[r], tm, ts, Q.m, Q.s, Q.cross};
 #pragma unroll
       for (int i = 0; i < 8; ++i) red[i][wn][row] = v[i];
+    } else if (row0 + row < R.n_kept) {  // the quad held the whole row
+      const long long o = (long long)blockIdx.y * R.n_kept + row0 + row;
+      p.part_max[o] = S.m;
+      p.part_sum[o] = S.s;
+      if (p.part_zsum) p.part_zsum[o] = zs[r];
+      p.kl.tempered_max[o] = tm;
+      p.kl.tempered_sum[o] = ts;
+      p.kl.teacher_max[o] = Q.m;
+      p.kl.teacher_sum[o] = Q.s;
+      p.kl.cross[o] = Q.cross;
     }
   }
+  if constexpr (!kAcrossWarps) return;
   __syncthreads();
   for (int r = threadIdx.x; r < Cta::kM; r += blockDim.x) {
     if (row0 + r >= R.n_kept) break;
@@ -278,13 +385,22 @@ __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdPa
   }
 }
 
+// Launched with CeKlFwdCtaOf<kSm90Loop>::type's threads (launch bounds: one CTA per SM) and
+// dynamic shared memory; `maps` is read by the Hopper loop only.
+template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
+__device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdParams& p,
+                                                 const CeKlFwdMaps& maps) {
+  linear_ce_fwd_kl_tiles<Prog, Args, kF16, typename CeKlFwdCtaOf<kSm90Loop>::type>(args, p, maps);
+}
+
 #ifndef __CUDACC_RTC__
 // nvcc builds launch the kernels directly (see linear_ce_common.cuh).
-template <class Prog, class Args, bool kF16>
-__global__ void __launch_bounds__(CeKlFwdCta::kThreads, 1)
+template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
+__global__ void __launch_bounds__(CeKlFwdCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_fwd_kl_kernel(const __grid_constant__ Args args,
-                            const __grid_constant__ CeFwdParams p) {
-  linear_ce_fwd_kl<Prog, Args, kF16>(args, p);
+                            const __grid_constant__ CeFwdParams p,
+                            const __grid_constant__ CeKlFwdMaps maps) {
+  linear_ce_fwd_kl<Prog, Args, kF16, kSm90Loop>(args, p, maps);
 }
 #endif
 

@@ -149,7 +149,8 @@ struct LinearCeOptions {
   // The order the kernels visit each segment's ids in, when filtering is on.
   VocabOrdering vocab_ordering = VocabOrdering::Natural;
   // With an order on the Hopper path: copy an ordered segment's weights into position order for
-  // the forward (transient, V_s x D elements) rather than gather its rows (see above).
+  // the forward (transient, V_s x D elements) rather than gather its rows (see above). The KL
+  // forward always gathers them.
   bool copy_ordered_weights = true;
   std::shared_ptr<VocabOrder> vocab_order;  // VocabOrdering::State: the order to use
 };

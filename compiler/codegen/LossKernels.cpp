@@ -37,9 +37,10 @@ const std::vector<CeEntry>& entries() {
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p, "
        "const __grid_constant__ tilejit_ce::CeFwdMaps maps",
        Serves::WithoutKl},
-      {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16>",
-       "tilejit_ce::CeKlFwdCta::kThreads, 1",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p",
+      {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16, kSm90Loop>",
+       "tilejit_ce::CeKlFwdCtaOf<kSm90Loop>::type::kThreads, 1",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeKlFwdMaps maps",
        Serves::WithKl},
       {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16, kSm90Loop>",
        "tilejit_ce::CeGradLaunch<kSm90Loop>::kThreads, "
@@ -144,7 +145,9 @@ std::vector<std::string_view> module_headers(LossModule m) {
 std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule m) {
   switch (m) {
     case LossModule::Forward:
-      return {{"CeFwdParams", kCeFwdParamsBytes}, {"CeFwdMaps", kCeFwdMapsBytes}};
+      return {{"CeFwdParams", kCeFwdParamsBytes},
+              {"CeFwdMaps", kCeFwdMapsBytes},
+              {"CeKlFwdMaps", kCeKlFwdMapsBytes}};
     case LossModule::Gradient:
       return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeBwdMaps", kCeBwdMapsBytes}};
     case LossModule::Products:
@@ -163,7 +166,8 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
     case LossModule::Forward:
       return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
               {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
-              {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes}};
+              {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes},
+              {"CeKlFwdWsCta", kCeKlFwdSm90Threads, kCeKlFwdSm90SmemBytes}};
     case LossModule::Gradient:
       return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes},
               {"CeGradPingpongCta", kCeGradSm90Threads, kCeGradSm90SmemBytes}};
@@ -249,10 +253,10 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   out.module = module;
   out.variant = std::string(loss_module_name(module));
   if (loss_module_uses_elem(module)) out.variant += fmt::format(" {}", elem_suffix(elem));
-  // linear_ce_fwd, linear_ce_grad and the products have a Hopper loop (a KL program's forward and
-  // gradient modules take other kernels; the products are every program's).
+  // The forward (linear_ce_fwd or, for a KL program, linear_ce_fwd_kl), linear_ce_grad and the
+  // products have a Hopper loop; a KL program's gradient module (linear_ce_grad_kl) has not.
   const bool sm90_loop = has_tile_loop(module) && loop == CeTileLoop::Sm90 &&
-                         !(loss_module_uses_program(module) && prog.kl);
+                         !(module == LossModule::Gradient && prog.kl);
   if (sm90_loop) out.variant += " sm90";
 
   std::string& s = out.cuda.source;
@@ -293,9 +297,9 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
                    : "constexpr bool kSm90Loop = false;  // tile loop: mma.sync\n";
   if (module == LossModule::Forward)
     s += fmt::format(
-        "static_assert(tilejit_ce::kFwdRows == {}, \"the forward's row tile: the TMA box of "
-        "runtime/LinearCeTma.h\");\n",
-        kCeFwdRows);
+        "static_assert(tilejit_ce::kFwdRows == {} && tilejit_ce::kKlFwdRows == {}, \"the "
+        "forwards' row tiles: the TMA boxes of runtime/LinearCeTma.h\");\n",
+        kCeFwdRows, kCeKlFwdRows);
   if (module == LossModule::Rows)
     s += fmt::format(
         "static_assert(tilejit_ce::kMergeRows == {} && tilejit_ce::kMergeRows * "

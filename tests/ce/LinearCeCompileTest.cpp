@@ -136,8 +136,9 @@ TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
 }
 
 // The tile loop is part of the Forward, Gradient and Products modules' source (the kernel cache
-// keys on it); the Rows module does not depend on it, nor do a KL program's Forward and Gradient
-// modules. The Products module is every program's, KL or not.
+// keys on it); the Rows module does not depend on it, nor does a KL program's Gradient module
+// (its forward, linear_ce_fwd_kl, has a Hopper loop). The Products module is every program's, KL
+// or not.
 TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
   LoweredLoss l = lower(loss_of(load_program(example("gemma2_softcap"))));
   auto source = [&](LossModule m, CeTileLoop loop) {
@@ -168,6 +169,14 @@ TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
     if (m == LossModule::Products) {
       EXPECT_EQ(kl_source(CeTileLoop::Sm90), products);
       EXPECT_EQ(kl_source(CeTileLoop::Portable), source(m, CeTileLoop::Portable));
+    } else if (m == LossModule::Forward) {
+      EXPECT_NE(kl_source(CeTileLoop::Sm90)
+                    .find("tilejit_ce::linear_ce_fwd_kl<TjProgram, TjArgs, kF16, kSm90Loop>("),
+                std::string::npos);
+      EXPECT_NE(kl_source(CeTileLoop::Sm90).find("constexpr bool kSm90Loop = true;"),
+                std::string::npos);
+      EXPECT_NE(kl_source(CeTileLoop::Portable).find("constexpr bool kSm90Loop = false;"),
+                std::string::npos);
     } else {
       EXPECT_EQ(kl_source(CeTileLoop::Portable), kl_source(CeTileLoop::Sm90))
           << loss_module_name(m);
@@ -206,23 +215,43 @@ TEST(LinearCeCompile, HopperTileLoopCompilesForSm80AndSm90a) {
     }
 }
 
-// ptxas's own account of the sm_90a products module, both element types: the wgmma products stay
-// asynchronous (no "serialized" performance warning: a branch inside a commit group, or ordinary
-// code writing an accumulator while products may be in flight, would cause one), and no entry
-// point spills or keeps a stack frame (the accumulators, two n128 halves per fragment, stay in
-// registers).
+// ptxas's account of a module compiled for sm_90a: its wgmma products asynchronous (no
+// "serialized" performance warning: a branch inside a commit group, or ordinary code writing an
+// accumulator while products may be in flight, would cause one), no entry point spilling or
+// keeping a stack frame, and an entry named `entry` among them. Prints the account (registers
+// per entry point, for the record).
+void expect_asynchronous_and_spill_free(LinearCeModule& m, std::string_view entry) {
+  CompileResult r = compile_verbose(m, "sm_90a");
+  const std::string what = fmt::format("[{}]:\n{}", m.source.variant, r.log);
+  std::printf("%s\n", what.c_str());
+  EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
+  EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
+  expect_no_local_memory(r.log, m.source.entries.size(), what);
+  EXPECT_NE(r.log.find(entry), std::string::npos) << what;
+}
+
+// The sm_90a products module, both element types (the accumulators, two n128 halves per
+// fragment, stay in registers).
 TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
   const LossProgram prog = loss_of(load_program(example("llama3")));
   for (DType dtype : {DType::BF16, DType::F16})
+    for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90))
+      if (m.source.module == LossModule::Products)
+        expect_asynchronous_and_spill_free(m, "tj_linear_ce_dhidden_");
+}
+
+// A KL program's forward (linear_ce_fwd_kl) on the Hopper loop, both element types: on sm_90a the
+// student's and the teacher's tiles each keep registers of their own through the products
+// (gemm_loop_sm90_ws_pairs), which stay asynchronous (no "serialized" warning), and nothing
+// spills or keeps a stack frame; the module also compiles for sm_80, where it runs the portable
+// loop.
+TEST(LinearCeCompile, KlForwardOnTheHopperLoopStaysAsynchronousAndSpillFree) {
+  const LossProgram prog = loss_of(load_program(example("distill")));
+  for (DType dtype : {DType::BF16, DType::F16})
     for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90)) {
-      if (m.source.module != LossModule::Products) continue;
-      CompileResult r = compile_verbose(m, "sm_90a");
-      const std::string what = fmt::format("[{}]:\n{}", m.source.variant, r.log);
-      std::printf("%s\n", what.c_str());  // registers per entry point, for the record
-      EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
-      EXPECT_EQ(r.log.find("Performance Loss"), std::string::npos) << what;
-      expect_no_local_memory(r.log, m.source.entries.size(), what);
-      EXPECT_NE(r.log.find("tj_linear_ce_dhidden_"), std::string::npos) << what;
+      if (m.source.module != LossModule::Forward) continue;
+      expect_asynchronous_and_spill_free(m, "tj_linear_ce_fwd_kl_");
+      EXPECT_NO_THROW(compile_verbose(m, "sm_80")) << m.source.variant;
     }
 }
 
