@@ -394,21 +394,25 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   return true;
 }
 
-// gemm_loop_sm90_ws for output tiles that come in pairs (the KL forward: the student's logits of
-// a vocabulary tile, then the teacher's): pair q's first tile accumulates into `first`, its second
+// gemm_loop_sm90_ws for output tiles that come in pairs (a KL term's forward and gradient tiles:
+// the student's logits of a vocabulary tile, then the teacher's): pair q's first tile accumulates into `first`, its second
 // into `second`, and pair_done(q, first, second) runs once the second's products are done. Both
 // stay in registers from their products to pair_done; neither is copied (a copy inside the loop
 // has ptxas move every accumulator at every step, and spill). Each tile `steps_per_tile` K steps,
 // both operands K-major; load, load_tma and tma_only as for gemm_loop_sm90_ws; `smem` holds
-// Cta::kSmemBytes, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
+// Cta's ring, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
 // threads). The ring's protocol is gemm_loop_sm90_ws's.
-template <class Cta, bool kF16, class Load, class PairDone, class LoadTma = NoTmaLoad>
+// skip(q) (computing threads, uniform over a warpgroup; SkipNone: never): whether this thread's
+// warpgroup skips both products of pair q (its rows of A are not wanted there): it waits for each
+// stage and releases it at once, and pair_done(q, ...) gets accumulators holding stale values.
+template <class Cta, bool kF16, class Load, class PairDone, class LoadTma = NoTmaLoad,
+          class Skip = SkipNone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, int steps_per_tile,
                                                         Load load, PairDone pair_done,
                                                         typename Cta::Acc& first,
                                                         typename Cta::Acc& second,
                                                         LoadTma load_tma = LoadTma(),
-                                                        bool tma_only = false) {
+                                                        bool tma_only = false, Skip skip = Skip()) {
   static_assert(Cta::kWarpSpecialized, "a CeWsCta");
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
@@ -427,9 +431,14 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
   int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
   // One tile's K loop into acc: each step waits for its stage, issues its products (the first
   // overwriting acc: scale-d 0) and releases the stage before once those products are done.
-  auto k_loop = [&](typename Cta::Acc& acc) {
+  auto k_loop = [&](typename Cta::Acc& acc, bool skipped) {
     for (int k = 0; k < steps_per_tile; ++k) {
       tjk::mbar_wait(full0 + 8 * s, pass & 1);
+      if (!Skip::kNever && skipped) {  // nothing issued: the stage goes back at once
+        tjk::mbar_arrive(empty0 + 8 * s);
+        if (++s == S) s = 0, ++pass;
+        continue;
+      }
       // Copies through the generic proxy need the fence before wgmma reads them; TMA's don't.
       if (!tma_only) tjk::fence_proxy_async_shared();
       const u32 cur = smem_base + s * (Cta::kStageElems * 2);
@@ -445,12 +454,13 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
     }
   };
   for (int q = 0; q < pairs; ++q) {
-    k_loop(first);
-    k_loop(second);
+    const bool skipped = !Skip::kNever && __shfl_sync(0xffffffffu, int(skip(q)), 0);
+    k_loop(first, skipped);
+    k_loop(second, skipped);
     tjk::wgmma_wait<0>();
     pin_acc(first);
     pin_acc(second);
-    tjk::mbar_arrive(empty0 + 8 * held);
+    if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
     held = -1;
     pair_done(q, first, second);
   }

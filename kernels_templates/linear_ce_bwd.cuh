@@ -21,10 +21,10 @@
 // target alone never makes a tile survive: a tile survives only if its probabilities do.
 // Halves: within a visited pair, a 64-row half with no hot row and no target of its rows is not
 // computed (linear_ce_tiles.cuh kHalfShift): its rows of G are zero, the gradient tiles skip its
-// products and operand rows, dC its K steps, and on the Hopper loop dE's warpgroup of that half
-// its products (the portable loops multiply the zeros). On zipf data with a vocabulary order
-// about three quarters of a visited pair's halves are computed (H200 harness: Gemma-2 13.4% of
-// all halves against 18.3% of pairs, Llama-3 26.1% against 35.1%).
+// products (and, but for a KL program's, its operand rows), dC its K steps, and on the Hopper
+// loop dE's warpgroup of that half its products (the portable loops multiply the zeros). On zipf
+// data with a vocabulary order about three quarters of a visited pair's halves are computed (H200
+// harness: Gemma-2 13.4% of all halves against 18.3% of pairs, Llama-3 26.1% against 35.1%).
 // The uniform smoothing term -eps/L is handled analytically when logit_mod is the identity
 // (dE_r -= g_r eps/L sum_v C_v, dC_v -= eps/L sum_r g_r E_r), so it never keeps a tile alive;
 // with another logit_mod it is part of every visited tile, and filtering should be off.
@@ -41,13 +41,15 @@
 // its own and the buffer grows to it): for each chunk linear_ce_grad writes the
 // chunk's blocks (the chunk's first pair is block 0), then the products (linear_ce_products.cuh)
 // read them: dE, dC, dbias. A sparse backward then needs as few chunks as its visited pairs fill,
-// and launches no CTA for a pair it skips. Launch shape of the grad kernel (CeGradLaunch): the
-// portable loop's CeGradCta over a grid of the chunk's pairs, or on the Hopper loop the persistent
-// CeGradPingpongCta over min(pairs, SMs) CTAs.
+// and launches no CTA for a pair it skips. Launch shape of the grad kernel (CeGradLaunch,
+// CeGradKlLaunch): the portable loop's CeGradCta over a grid of the chunk's pairs, or on the
+// Hopper loop a persistent CTA (CeGradPingpongCta, or CeGradKlWsCta with a KL term) over
+// min(pairs, SMs) CTAs.
 #pragma once
 
 #include "ce_wgmma.cuh"
 #include "linear_ce_common.cuh"
+#include "linear_ce_kl_operands.cuh"
 #include "linear_ce_tiles.cuh"
 
 namespace tilejit_ce {
@@ -378,6 +380,99 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }
 
+// A KL program's gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking
+// pairs b, b + grid, ... (CeGradKlWsCta's threads and shared memory). What each tile computes and
+// stores is linear_ce_grad<kKl>'s: the student's and the teacher's logits of the pair, both
+// products in registers (gemm_loop_sm90_ws_pairs; their operands as linear_ce_fwd_kl's, by TMA
+// through `kl_maps`, an ordered segment's weight rows gathered), then G's entries; G is stored by
+// TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w + 64) of the tile, the
+// tile's half w, and stages them in an output tile of its own (two 64-column panels of 64 rows of
+// 128 bytes, 16-byte chunk c of row r at c ^ (r % 8), the layout a TMA load of the same boxes
+// writes); a warpgroup whose half is not computed skips its products and stores zeros.
+struct CeGradKlWsCta : CeKlWsCta {
+  static constexpr int kRingBytes = CeKlWsCta::kSmemBytes;
+  static constexpr int kOutBytes = 64 * kTileIds * 2;  // a computing warpgroup's output tile
+  static constexpr int kSmemBytes = kRingBytes + 2 * kOutBytes;
+};
+template <class Prog, class Args, bool kF16>
+__device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeBwdParams& p,
+                                                     const CeBwdMaps& maps,
+                                                     const CeKlMaps& kl_maps) {
+  typedef CeGradKlWsCta Cta;
+  static_assert(Cta::kM == kTileRows && Cta::kMI == 1, "a warpgroup per half of the row tile");
+  extern __shared__ __align__(1024) u16 grad_smem[];
+  const CeLayout& L = p.layout;
+  const CeTeacher& T = p.kl.teacher;
+  const CeRows& R = p.rows;
+  const int first = p.pair_first[p.chunk_first];
+  const int pairs = p.pair_first[p.chunk_first + p.chunk_tiles] - first;
+  const int b = blockIdx.x, grid = gridDim.x;
+  const int tiles = b < pairs ? (pairs - b + grid - 1) / grid : 0;
+  const int ks = kl_ksteps(R.dim, T.dim);
+  // The loaders' view of product h = step / ks: product h % 2 of this CTA's tile h / 2.
+  int located = -1, row0 = 0;
+  KlProduct q{};
+  auto locate = [&](int step) {
+    const int h = step / ks;
+    if (h != located) {
+      const int2 pair = p.pair_list[first + b + (h >> 1) * grid];
+      q = kl_product(L, T, R, pair.x, h & 1);
+      row0 = pair_row_tile(pair.y) * kTileRows;
+      located = h;
+    }
+    return h;
+  };
+  KlCopies<Cta> copies;
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    const int h = locate(step);
+    copies(a_tile, b_tile, q, h, row0, R.n_kept, (step % ks) * Cta::kK);
+  };
+  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+    locate(step);
+    kl_load_boxes(kl_maps, q, row0, (step % ks) * Cta::kK, a_tile, full);
+  };
+
+  const int wg = threadIdx.x >> 7;                // computing warpgroup: the tile's half wg
+  const bool storer = (threadIdx.x & 127) == 0;  // issues its warpgroup's stores of G
+  unsigned char* const out_tile =
+      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes;
+  const u32 out = smem_addr(out_tile);
+  auto pair_of = [&](int t) { return p.pair_list[first + b + t * grid]; };
+  auto pair_done = [&](int t, typename Cta::Acc& student, typename Cta::Acc& teacher) {
+    const int block = b + t * grid;  // the pair's block of G in this chunk
+    const int2 pair = pair_of(t);
+    const int s = tile_segment(L, pair.x);
+    const CeSegment& S = L.seg[s];
+    // The output tile is free once the stores of this warpgroup's previous tile have read it.
+    if (storer) tjk::bulk_wait_group_read<0>();
+    tjk::named_barrier_sync(2 + wg, 128);
+    grad_tile_entries<Prog, Args, Cta, kF16, true>(
+        args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
+        pair_halves(pair.y), student, teacher, [&](int r, int ni, u32 v) {
+          const int rr = r & 63;  // the row within the warpgroup's half
+          const u32 chunk = (ni & 7) ^ (rr & 7);
+          *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (64 * kRowBytes) + rr * kRowBytes +
+                                  chunk * 16 + (threadIdx.x & 3) * 4) = v;
+        });
+    tjk::fence_proxy_async_shared();  // the stores read it through the async proxy
+    tjk::named_barrier_sync(2 + wg, 128);
+    if (storer) {
+#pragma unroll
+      for (int j = 0; j < kTileIds / 64; ++j)
+        tjk::tma_store_2d(&maps.grad, out + j * (64 * kRowBytes), 64 * j,
+                          block * kTileRows + 64 * wg);
+      tjk::bulk_commit_group();
+    }
+  };
+  // A warpgroup skips both products of a pair whose half it holds is not computed.
+  auto skip = skip_when([&](int t) { return !(pair_halves(pair_of(t).y) >> wg & 1); });
+  typename Cta::Acc student, teacher;
+  if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
+                                          load_boxes, kl_all_boxes(L, T), skip))
+    return;  // a loading warpgroup: done
+  if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
+}
+
 // The gradient tiles of a program without a KL term: on the Hopper loop where the module asks
 // for it (kSm90Loop) and is compiled for sm_90a, else the portable one (which ignores `maps`).
 template <class Prog, class Args, bool kF16, bool kSm90Loop>
@@ -392,6 +487,20 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   linear_ce_grad<Prog, Args, kF16, false>(args, p);
 }
 
+// The gradient tiles of a KL program: on the Hopper loop where the module asks for it (kSm90Loop)
+// and is compiled for sm_90a, else the portable one (which ignores the maps).
+template <class Prog, class Args, bool kF16, bool kSm90Loop>
+__device__ __forceinline__ void linear_ce_grad_kl(const Args& args, const CeBwdParams& p,
+                                                  const CeBwdMaps& maps, const CeKlMaps& kl_maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kSm90Loop) {
+    linear_ce_grad_kl_ws<Prog, Args, kF16>(args, p, maps, kl_maps);
+    return;
+  }
+#endif
+  linear_ce_grad<Prog, Args, kF16, true>(args, p);
+}
+
 // The gradient kernel's launch shape: CeGradCta (two per SM), or CeGradPingpongCta (one) where
 // linear_ce_grad runs the Hopper loop.
 template <bool kSm90Loop>
@@ -402,6 +511,17 @@ struct CeGradLaunch {
 template <>
 struct CeGradLaunch<true> {
   static constexpr int kThreads = CeGradPingpongCta::kThreads, kMinBlocks = 1;
+};
+#endif
+// A KL program's: CeGradCta (one per SM: both products' accumulators), or CeGradKlWsCta.
+template <bool kSm90Loop>
+struct CeGradKlLaunch {
+  static constexpr int kThreads = CeGradCta::kThreads;
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+struct CeGradKlLaunch<true> {
+  static constexpr int kThreads = CeGradKlWsCta::kThreads;
 };
 #endif
 

@@ -18,30 +18,17 @@
 #pragma once
 
 #include "linear_ce_fwd.cuh"
+#include "linear_ce_kl_operands.cuh"
 
 namespace tilejit_ce {
 
-// The CTA: 128 kept rows x kTileIds ids, 64 accumulators per thread plus the student's tile kept
-// while the teacher's is computed (one CTA per SM). Portable: 8 warps of 64 x 32 (mma.sync). On
-// sm_90a with the Hopper loop: two computing warpgroups of 64 rows x kTileIds (wgmma, every
-// column of a row in one quad) and a warpgroup that only loads, into a four-stage ring
-// (gemm_loop_sm90_ws_pairs: the computing warps issue products and run the epilogues, nothing
-// else).
-typedef CeCta<128, kTileIds, 3> CeKlFwdCta;
-typedef CeWsCta<128, kTileIds, 4> CeKlFwdWsCta;
-constexpr int kKlFwdRows = CeKlFwdCta::kM;
-static_assert(CeKlFwdWsCta::kM == kKlFwdRows, "one row tile for both loops (the launch's grid)");
-
-// The KL forward's tensor maps, read by the Hopper loop only (encoded on the host,
-// runtime/LinearCeTma.h): the kept rows of E and of the teacher's hidden states, packed
-// [n_kept, dim] and [n_kept, teacher dim] by the runtime, in 64 x kKlFwdRows boxes, and each
-// segment's weight rows, the student's and the teacher's, in 64 x kTileIds boxes; 128-byte
-// swizzle (load_kmajor's layout; columns past a dim read as zero, so the shorter operand of a pair
-// pads itself). A segment with an order has its weight rows gathered through cp.async instead.
-struct CeKlFwdMaps {
-  tjk::TmaDescriptor hidden, teacher_hidden;
-  tjk::TmaDescriptor weight[kMaxSegments], teacher_weight[kMaxSegments];
-};
+// The CTA: kKlRows kept rows x kTileIds ids, 64 accumulators per thread plus the student's tile
+// kept while the teacher's is computed (one CTA per SM). Portable: 8 warps of 64 x 32 (mma.sync).
+// On sm_90a with the Hopper loop: CeKlWsCta (linear_ce_kl_operands.cuh; the computing warps
+// issue products and run the epilogues, nothing else).
+typedef CeCta<kKlRows, kTileIds, 3> CeKlFwdCta;
+static_assert(CeKlFwdCta::kM == kKlRows && CeKlWsCta::kM == kKlRows,
+              "one row tile for both loops (the launch's grid)");
 
 // The KL forward's CTA type: the Hopper loop's where asked for and available (as CeFwdCtaOf).
 template <bool kSm90Loop>
@@ -51,14 +38,9 @@ struct CeKlFwdCtaOf {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <>
 struct CeKlFwdCtaOf<true> {
-  typedef CeKlFwdWsCta type;
+  typedef CeKlWsCta type;
 };
 #endif
-
-// K steps of one GEMM of a KL pair: both operands padded to the longer dim.
-__device__ __forceinline__ int kl_ksteps(int dim, int teacher_dim) {
-  return (max(dim, teacher_dim) + 63) / 64;
-}
 
 // The student's online softmax statistics of one row, at temperature 1 and T: the running max m
 // of z (m / T is z / T's, T > 0), the sums of exp(z - m) and of exp((z - m) / T).
@@ -129,13 +111,13 @@ __device__ __forceinline__ void lse_merge_scaled(float& m, float& s, float& c, f
   m = mn;
 }
 
-// The KL forward on CTA type Cta (CeKlFwdCta or CeKlFwdWsCta). Tile maxima: tile_max[tile, n_kept]
+// The KL forward on CTA type Cta (CeKlFwdCta or CeKlWsCta). Tile maxima: tile_max[tile, n_kept]
 // (one part) and kl.teacher_tile_max likewise. Where a row's columns span several warps
 // (kWarpsN > 1: the portable CTA) its statistics and tile maxima meet in shared memory; in the
 // Hopper CTA a quad holds the whole row, and its first lane stores them.
 template <class Prog, class Args, bool kF16, class Cta>
 __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const CeFwdParams& p,
-                                                       const CeKlFwdMaps& maps) {
+                                                       const CeKlMaps& maps) {
   constexpr int kRows = 2 * Cta::kMI;  // thread-local rows: fragment r / 2, half r % 2
   constexpr int kCols = 2 * Cta::kNI;
   constexpr bool kAcrossWarps = Cta::kWarpsN > 1;
@@ -168,56 +150,18 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   }
   const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
-  // A segment with an order: this loading thread's weight rows of the half being loaded (the
-  // student's or the teacher's tile), read from the gather list once per half (the steps come
-  // in order).
-  GatheredRows<kTileIds, Cta::kLoadThreads> wrows;
-  int wrows_half = -1;
+  // Step `step` of half h = step / ks of the loop: product h % 2 (the student's, then the
+  // teacher's) of vocabulary tile t_begin + h / 2.
+  auto product_of = [&](int h) { return kl_product(L, T, R, t_begin + (h >> 1), h & 1); };
+  KlCopies<Cta> copies;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
-    const int s = tile_segment(L, tile);
-    const bool of_teacher = pair & 1;
-    const CeSegment& S = of_teacher ? T.layout.seg[s] : L.seg[s];
-    const int lbase = (tile - S.first_tile) * kTileIds;
-    const u16* hidden = of_teacher ? T.hidden : R.hidden;
-    const long long stride = of_teacher ? T.hidden_stride : R.hidden_stride;
-    const int dim = of_teacher ? T.dim : R.dim;
-    if (!Cta::kWarpSpecialized)  // the Hopper loop's A tile comes by TMA (load_boxes)
-      load_kmajor<Cta::kM, Cta::kLoadThreads>(
-          a_tile, CeOperand{hidden + row0 * stride + k0, stride, R.n_kept - row0, dim - k0},
-          Cta::load_thread());
-    const CeOperand w = weight_rows(S, lbase, k0, dim - k0);
-    if (!w.gather) {
-      if (!Cta::kWarpSpecialized)  // ... and so does B, unless gathered
-        load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
-      return;
-    }
-    if (pair != wrows_half) {
-      wrows.read(w.gather, w.rows, Cta::load_thread());
-      wrows_half = pair;
-    }
-    load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, wrows, Cta::load_thread());
+    const int h = step / ks;
+    copies(a_tile, b_tile, product_of(h), h, row0, R.n_kept, (step % ks) * Cta::kK);
   };
-  // The Hopper loop's TMA copies of a step: the A tile (kKlFwdRows kept rows of E or of the
-  // teacher's hidden states by 64 columns) and, for a segment without an order, the B tile
-  // (kTileIds weight rows in position order); one arrival with the bytes.
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    const int pair = step / ks, k0 = (step % ks) * Cta::kK, tile = t_begin + (pair >> 1);
-    const int s = tile_segment(L, tile);
-    const bool of_teacher = pair & 1;
-    const CeSegment& S = of_teacher ? T.layout.seg[s] : L.seg[s];
-    const bool b_box = S.order == nullptr;
-    tjk::mbar_arrive_expect_tx(full, (kKlFwdRows + (b_box ? kTileIds : 0)) * 128);
-    tjk::tma_load_2d(a_tile, of_teacher ? &maps.teacher_hidden : &maps.hidden, k0, row0, full);
-    if (b_box)
-      tjk::tma_load_2d(a_tile + Cta::kAElems * 2,
-                       of_teacher ? &maps.teacher_weight[s] : &maps.weight[s], k0,
-                       (tile - S.first_tile) * kTileIds, full);
+    kl_load_boxes(maps, product_of(step / ks), row0, (step % ks) * Cta::kK, a_tile, full);
   };
-  // Every segment's weight tiles as TMA boxes: the other loading threads have nothing to copy.
-  bool all_boxes = true;
-  for (int s = 0; s < L.num_segments; ++s)
-    all_boxes = all_boxes && !L.seg[s].order && !T.layout.seg[s].order;
+  const bool all_boxes = kl_all_boxes(L, T);
 
   // The epilogue of vocabulary tile t_begin + pair from the student's raw logits and the
   // teacher's, which it overwrites with z and t / T (-inf outside the vocabulary) row by row.
@@ -389,7 +333,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
 // dynamic shared memory; `maps` is read by the Hopper loop only.
 template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __device__ __forceinline__ void linear_ce_fwd_kl(const Args& args, const CeFwdParams& p,
-                                                 const CeKlFwdMaps& maps) {
+                                                 const CeKlMaps& maps) {
   linear_ce_fwd_kl_tiles<Prog, Args, kF16, typename CeKlFwdCtaOf<kSm90Loop>::type>(args, p, maps);
 }
 
@@ -399,7 +343,7 @@ template <class Prog, class Args, bool kF16, bool kSm90Loop = false>
 __global__ void __launch_bounds__(CeKlFwdCtaOf<kSm90Loop>::type::kThreads, 1)
     linear_ce_fwd_kl_kernel(const __grid_constant__ Args args,
                             const __grid_constant__ CeFwdParams p,
-                            const __grid_constant__ CeKlFwdMaps maps) {
+                            const __grid_constant__ CeKlMaps maps) {
   linear_ce_fwd_kl<Prog, Args, kF16, kSm90Loop>(args, p, maps);
 }
 #endif

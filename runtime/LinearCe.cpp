@@ -103,33 +103,30 @@ float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType 
   return dtype == DType::F16 ? 1.f / 32768 : 1.f / 4096;
 }
 
-// The Hopper KL forward's tensor maps: the student's and the teacher's compacted kept rows (as
-// `p` holds them) and each segment's weights, both sides; a segment with an order is gathered
-// with cp.async and gets no map.
-CeKlFwdMaps kl_forward_maps(const CeFwdParams& p, bool f16) {
-  static_assert(kCeKlFwdTmaRows == LinearCeWorkspace::kKlFwdRows &&
-                    kCeKlFwdRows == LinearCeWorkspace::kKlFwdRows && kCeWeightTmaRows == kTileIds,
-                "the TMA boxes are the KL forward's tiles");
-  CeKlFwdMaps maps{};
-  const CeTeacher& t = p.kl.teacher;
-  maps.hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(
-      p.rows.hidden, p.rows.n_kept, p.rows.dim, p.rows.hidden_stride, f16));
-  maps.teacher_hidden = encode_tensor_map(
-      ce_kl_hidden_tensor_map_args(t.hidden, p.rows.n_kept, t.dim, t.hidden_stride, f16));
-  for (int32_t s = 0; s < p.layout.num_segments; ++s) {
-    const CeSegment& seg = p.layout.seg[s];
-    const CeSegment& tseg = t.layout.seg[s];
+}  // namespace
+
+CeKlMaps linear_ce::kl_operand_maps(const CeLayout& layout, const CeRows& rows,
+                                    const CeTeacher& teacher, bool f16) {
+  static_assert(kCeKlTmaRows == LinearCeWorkspace::kKlFwdRows &&
+                    kCeKlRows == LinearCeWorkspace::kKlFwdRows && kCeWeightTmaRows == kTileIds,
+                "the TMA boxes are the KL tiles");
+  CeKlMaps maps{};
+  maps.hidden = encode_tensor_map(
+      ce_kl_hidden_tensor_map_args(rows.hidden, rows.n_kept, rows.dim, rows.hidden_stride, f16));
+  maps.teacher_hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(
+      teacher.hidden, rows.n_kept, teacher.dim, teacher.hidden_stride, f16));
+  for (int32_t s = 0; s < layout.num_segments; ++s) {
+    const CeSegment& seg = layout.seg[s];
+    const CeSegment& tseg = teacher.layout.seg[s];
     if (!seg.order)
       maps.weight[s] = encode_tensor_map(
-          ce_weight_tensor_map_args(seg.weight, seg.size, p.rows.dim, seg.weight_stride, f16));
+          ce_weight_tensor_map_args(seg.weight, seg.size, rows.dim, seg.weight_stride, f16));
     if (!tseg.order)
       maps.teacher_weight[s] = encode_tensor_map(
-          ce_weight_tensor_map_args(tseg.weight, tseg.size, t.dim, tseg.weight_stride, f16));
+          ce_weight_tensor_map_args(tseg.weight, tseg.size, teacher.dim, tseg.weight_stride, f16));
   }
   return maps;
 }
-
-}  // namespace
 
 void check_linear_ce_supported(const LossProgram& prog) {
   TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
@@ -400,12 +397,13 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     p.kl.teacher_tile_max = st->fwd<uint16_t>(ws.teacher_tile_max);
   }
   CeFwdMaps maps{};
-  CeKlFwdMaps kl_maps{};
+  CeKlMaps kl_maps{};
   void* fwd_params[] = {st->args.data(), &p, P.kl ? static_cast<void*>(&kl_maps) : &maps};
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
   // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage.
   const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
-  if (P.kl && sm90_loop) kl_maps = kl_forward_maps(p, hidden.dtype == DType::F16);
+  if (P.kl && sm90_loop)
+    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, hidden.dtype == DType::F16);
   const bool sm90_fwd = !P.kl && sm90_loop;
   const int fwd_threads = P.kl ? (sm90_loop ? kCeKlFwdSm90Threads : kCeKlFwdThreads)
                                : (sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads);

@@ -257,10 +257,16 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
                       P.kl ? "linear_ce_target_grad_kl" : "linear_ce_target_grad"),
            {blocks(n_kept, 256)}, {256}, 0, stream, target_params);
   }
-  // The gradient tiles: on the Hopper loop (no KL term) a persistent CTA per SM whose operands
-  // come by TMA (an ordered segment's from the chunk's staged copy) and which stores G by TMA.
-  const bool sm90_grad = sm90_products && !P.kl;
-  const int grad_smem = sm90_grad ? kCeGradSm90SmemBytes : kCeGradSmemBytes;
+  // The gradient tiles: on the Hopper loop a persistent CTA per SM whose operands come by TMA
+  // (without a KL term an ordered segment's from the chunk's staged copy; with one, gathered as
+  // in the KL forward) and which stores G by TMA.
+  const bool sm90_grad = sm90_products;
+  const int grad_smem = !sm90_grad ? kCeGradSmemBytes
+                        : P.kl     ? kCeGradKlSm90SmemBytes
+                                   : kCeGradSm90SmemBytes;
+  const int grad_threads = !sm90_grad ? kCeGradThreads
+                           : P.kl     ? kCeGradKlSm90Threads
+                                      : kCeGradSm90Threads;
   CUfunction grad =
       K.function(LossModule::Gradient, P.kl ? "linear_ce_grad_kl" : "linear_ce_grad", grad_smem);
   const unsigned num_sms = static_cast<unsigned>(std::max(ws.num_sms, 1));  // the forward's
@@ -290,6 +296,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     return encode_tensor_map(
         ce_operand_tensor_map_args(data, rows, cols, stride, kCeProductTmaRows, f16));
   };
+  CeKlMaps kl_maps{};  // a KL program's gradient tiles on the Hopper loop: their operands
+  if (sm90_grad && P.kl) kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
   if (sm90_products) {
     maps.grad = map(p.grad, std::max<int64_t>(plan.max_pairs, 1) * kTileRows, kTileIds, kTileIds);
     maps.hidden = map(p.rows.hidden, n_kept, dim, dim);
@@ -327,12 +335,11 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
           p.chunk_first, dim, staged);
     }
     if (ch.pairs > 0) {
-      // (the KL program's kernel takes the first two)
-      void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p, &maps};
+      // (the KL program's kernel takes all four, the other one the first three)
+      void* grad_params[] = {const_cast<unsigned char*>(st.args.data()), &p, &maps, &kl_maps};
       const unsigned pairs = static_cast<unsigned>(ch.pairs);
       launch(grad, {sm90_grad ? std::min(pairs, num_sms) : pairs},
-             {static_cast<unsigned>(sm90_grad ? kCeGradSm90Threads : kCeGradThreads)}, grad_smem,
-             stream, grad_params);
+             {static_cast<unsigned>(grad_threads)}, grad_smem, stream, grad_params);
     }
     // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
     if (ch.pairs > 0 || p.first_chunk)

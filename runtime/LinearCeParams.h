@@ -122,11 +122,11 @@ struct CeFwdMaps {  // the Hopper forward's tensor maps (runtime/LinearCeTma.h)
   CUtensorMap weight[kMaxSegments];
 };
 static_assert(sizeof(CeFwdMaps) == kCeFwdMapsBytes);
-struct CeKlFwdMaps {  // the Hopper KL forward's tensor maps (runtime/LinearCeTma.h)
+struct CeKlMaps {  // the Hopper KL forward's tensor maps (runtime/LinearCeTma.h)
   CUtensorMap hidden, teacher_hidden;
   CUtensorMap weight[kMaxSegments], teacher_weight[kMaxSegments];
 };
-static_assert(sizeof(CeKlFwdMaps) == kCeKlFwdMapsBytes);
+static_assert(sizeof(CeKlMaps) == kCeKlMapsBytes);
 struct CeBwdMaps {  // the Hopper products' tensor maps (runtime/LinearCeTma.h)
   CUtensorMap grad, hidden, staged;
   CUtensorMap weight[kMaxSegments];

@@ -88,6 +88,12 @@ struct Storage {
   }
 };
 
+// A KL program's tensor maps on the Hopper loop (kernels_templates/linear_ce_kl_operands.cuh):
+// the student's and the teacher's compacted kept rows and each segment's weights, both sides; a
+// segment with an order (in `layout`, or the teacher's) is gathered with cp.async and gets no map.
+CeKlMaps kl_operand_maps(const CeLayout& layout, const CeRows& rows, const CeTeacher& teacher,
+                         bool f16);
+
 }  // namespace linear_ce
 
 // What a forward keeps for its backward (LinearCe.h "Saved state").

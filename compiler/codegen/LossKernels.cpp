@@ -40,7 +40,7 @@ const std::vector<CeEntry>& entries() {
       {M::Forward, "linear_ce_fwd_kl", "<TjProgram, TjArgs, kF16, kSm90Loop>",
        "tilejit_ce::CeKlFwdCtaOf<kSm90Loop>::type::kThreads, 1",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeFwdParams p, "
-       "const __grid_constant__ tilejit_ce::CeKlFwdMaps maps",
+       "const __grid_constant__ tilejit_ce::CeKlMaps maps",
        Serves::WithKl},
       {M::Gradient, "linear_ce_grad", "<TjProgram, TjArgs, kF16, kSm90Loop>",
        "tilejit_ce::CeGradLaunch<kSm90Loop>::kThreads, "
@@ -48,10 +48,12 @@ const std::vector<CeEntry>& entries() {
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p, "
        "const __grid_constant__ tilejit_ce::CeBwdMaps maps",
        Serves::WithoutKl},
-      {M::Gradient, "linear_ce_grad_kl", "<TjProgram, TjArgs, kF16, true>",
-       "tilejit_ce::CeGradCta::kThreads, 1",
-       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
-       Serves::WithKl, "linear_ce_grad"},
+      {M::Gradient, "linear_ce_grad_kl", "<TjProgram, TjArgs, kF16, kSm90Loop>",
+       "tilejit_ce::CeGradKlLaunch<kSm90Loop>::kThreads, 1",
+       "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p, "
+       "const __grid_constant__ tilejit_ce::CeBwdMaps maps, "
+       "const __grid_constant__ tilejit_ce::CeKlMaps kl_maps",
+       Serves::WithKl},
       {M::Gradient, "linear_ce_target_grad", "<TjProgram, TjArgs>", "256",
        "const __grid_constant__ TjArgs a, const __grid_constant__ tilejit_ce::CeBwdParams p",
        Serves::WithoutKl},
@@ -147,9 +149,11 @@ std::vector<std::pair<std::string_view, size_t>> module_param_structs(LossModule
     case LossModule::Forward:
       return {{"CeFwdParams", kCeFwdParamsBytes},
               {"CeFwdMaps", kCeFwdMapsBytes},
-              {"CeKlFwdMaps", kCeKlFwdMapsBytes}};
+              {"CeKlMaps", kCeKlMapsBytes}};
     case LossModule::Gradient:
-      return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeBwdMaps", kCeBwdMapsBytes}};
+      return {{"CeBwdParams", kCeBwdParamsBytes},
+              {"CeBwdMaps", kCeBwdMapsBytes},
+              {"CeKlMaps", kCeKlMapsBytes}};
     case LossModule::Products:
       return {{"CeBwdParams", kCeBwdParamsBytes}, {"CeBwdMaps", kCeBwdMapsBytes}};
     case LossModule::Rows:
@@ -167,10 +171,11 @@ std::vector<std::tuple<std::string_view, int, int>> module_ctas(LossModule m) {
       return {{"CeFwdCta", kCeFwdThreads, kCeFwdSmemBytes},
               {"CeFwdWsCta", kCeFwdSm90Threads, kCeFwdSm90SmemBytes},
               {"CeKlFwdCta", kCeKlFwdThreads, kCeKlFwdSmemBytes},
-              {"CeKlFwdWsCta", kCeKlFwdSm90Threads, kCeKlFwdSm90SmemBytes}};
+              {"CeKlWsCta", kCeKlFwdSm90Threads, kCeKlFwdSm90SmemBytes}};
     case LossModule::Gradient:
       return {{"CeGradCta", kCeGradThreads, kCeGradSmemBytes},
-              {"CeGradPingpongCta", kCeGradSm90Threads, kCeGradSm90SmemBytes}};
+              {"CeGradPingpongCta", kCeGradSm90Threads, kCeGradSm90SmemBytes},
+              {"CeGradKlWsCta", kCeGradKlSm90Threads, kCeGradKlSm90SmemBytes}};
     case LossModule::Products:
       return {{"CeProductCta", kCeProductThreads, kCeProductSmemBytes},
               {"CeProductWsCta", kCeProductSm90Threads, kCeProductSm90SmemBytes},
@@ -253,10 +258,8 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   out.module = module;
   out.variant = std::string(loss_module_name(module));
   if (loss_module_uses_elem(module)) out.variant += fmt::format(" {}", elem_suffix(elem));
-  // The forward (linear_ce_fwd or, for a KL program, linear_ce_fwd_kl), linear_ce_grad and the
-  // products have a Hopper loop; a KL program's gradient module (linear_ce_grad_kl) has not.
-  const bool sm90_loop = has_tile_loop(module) && loop == CeTileLoop::Sm90 &&
-                         !(module == LossModule::Gradient && prog.kl);
+  // The forward and gradient tiles (with a KL term too) and the products have a Hopper loop.
+  const bool sm90_loop = has_tile_loop(module) && loop == CeTileLoop::Sm90;
   if (sm90_loop) out.variant += " sm90";
 
   std::string& s = out.cuda.source;
@@ -297,9 +300,14 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
                    : "constexpr bool kSm90Loop = false;  // tile loop: mma.sync\n";
   if (module == LossModule::Forward)
     s += fmt::format(
-        "static_assert(tilejit_ce::kFwdRows == {} && tilejit_ce::kKlFwdRows == {}, \"the "
-        "forwards' row tiles: the TMA boxes of runtime/LinearCeTma.h\");\n",
-        kCeFwdRows, kCeKlFwdRows);
+        "static_assert(tilejit_ce::kFwdRows == {}, \"the forward's row tile: the TMA box of "
+        "runtime/LinearCeTma.h\");\n",
+        kCeFwdRows);
+  if (module == LossModule::Forward || module == LossModule::Gradient)
+    s += fmt::format(
+        "static_assert(tilejit_ce::kKlRows == {}, \"a KL pair's row tile: the TMA box of "
+        "runtime/LinearCeTma.h\");\n",
+        kCeKlRows);
   if (module == LossModule::Rows)
     s += fmt::format(
         "static_assert(tilejit_ce::kMergeRows == {} && tilejit_ce::kMergeRows * "

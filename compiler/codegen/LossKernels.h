@@ -34,8 +34,8 @@ namespace tilejit {
 
 enum class LossModule : uint8_t { Forward, Gradient, Products, Rows };
 
-// The tile loop of the tensor-core kernels (linear_ce_fwd and linear_ce_fwd_kl, linear_ce_grad but
-// not linear_ce_grad_kl; the products linear_ce_dhidden and linear_ce_dweight): the portable one
+// The tile loop of the tensor-core kernels (linear_ce_fwd and linear_ce_fwd_kl, linear_ce_grad and
+// linear_ce_grad_kl; the products linear_ce_dhidden and linear_ce_dweight): the portable one
 // (mma.sync, sm_80+) or the Hopper one (wgmma, kernels_templates/ce_wgmma.cuh). The choice is part
 // of the Forward, Gradient and Products modules' source, so the kernel cache keys on it; a module
 // asking for Sm90 compiled for any target other than sm_90a runs the portable loop. The runtime
@@ -58,8 +58,8 @@ struct LossKernelSource {
 
 // The module's translation unit. `prog` is the lowered program (compiler/Lower.h) and
 // `logit_grad` its derivative; `elem` is BF16 or F16 (the element type of E and the weights).
-// Modules that do not use the program or the element type ignore them; the Rows module and a KL
-// program's Forward and Gradient modules ignore `loop`.
+// Modules that do not use the program or the element type ignore them; the Rows module ignores
+// `loop`.
 LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit_grad,
                                       LossModule module, ElemType elem,
                                       CeTileLoop loop = CeTileLoop::Portable);
@@ -70,10 +70,10 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 inline constexpr size_t kCeLayoutBytes = 336;
 inline constexpr size_t kCeFwdParamsBytes = 848;
 inline constexpr size_t kCeFwdMapsBytes = 640;
-inline constexpr size_t kCeKlFwdMapsBytes = 1280;
+inline constexpr size_t kCeKlMapsBytes = 1280;
 inline constexpr size_t kCeBwdMapsBytes = 896;
 inline constexpr int kCeFwdRows = 256;  // the forward's row tile: its TMA box (runtime/LinearCeTma.h)
-inline constexpr int kCeKlFwdRows = 128;  // the KL forward's, likewise
+inline constexpr int kCeKlRows = 128;  // a KL pair's (forward and gradient tiles), likewise
 inline constexpr size_t kCeMergeParamsBytes = 152;
 // linear_ce_merge's blocks: kCeMergeRows rows x kCeMergeThreads threads (asserted likewise)
 inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
@@ -87,11 +87,13 @@ inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // 
 // CeFwdWsCta: the Hopper loop's forward on sm_90a
 inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
-// CeKlFwdWsCta: the KL forward on the Hopper loop on sm_90a
+// CeKlWsCta: the KL forward on the Hopper loop on sm_90a
 inline constexpr int kCeKlFwdSm90Threads = 384, kCeKlFwdSm90SmemBytes = 131072;
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 // CeGradPingpongCta: the gradient tiles on the Hopper loop on sm_90a (persistent, one per SM)
 inline constexpr int kCeGradSm90Threads = 384, kCeGradSm90SmemBytes = 196608;
+// CeGradKlWsCta: a KL program's gradient tiles on the Hopper loop (persistent, one per SM)
+inline constexpr int kCeGradKlSm90Threads = 384, kCeGradKlSm90SmemBytes = 163840;
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
 // CeProductWsCta: the products on the Hopper loop on sm_90a
 inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;

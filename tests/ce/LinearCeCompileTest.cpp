@@ -136,9 +136,8 @@ TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
 }
 
 // The tile loop is part of the Forward, Gradient and Products modules' source (the kernel cache
-// keys on it); the Rows module does not depend on it, nor does a KL program's Gradient module
-// (its forward, linear_ce_fwd_kl, has a Hopper loop). The Products module is every program's, KL
-// or not.
+// keys on it), a KL program's too (linear_ce_fwd_kl, linear_ce_grad_kl); the Rows module does not
+// depend on it. The Products module is every program's, KL or not.
 TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
   LoweredLoss l = lower(loss_of(load_program(example("gemma2_softcap"))));
   auto source = [&](LossModule m, CeTileLoop loop) {
@@ -169,10 +168,12 @@ TEST(LinearCeCodegen, TileLoopIsPartOfTheTensorCoreModulesSource) {
     if (m == LossModule::Products) {
       EXPECT_EQ(kl_source(CeTileLoop::Sm90), products);
       EXPECT_EQ(kl_source(CeTileLoop::Portable), source(m, CeTileLoop::Portable));
-    } else if (m == LossModule::Forward) {
-      EXPECT_NE(kl_source(CeTileLoop::Sm90)
-                    .find("tilejit_ce::linear_ce_fwd_kl<TjProgram, TjArgs, kF16, kSm90Loop>("),
-                std::string::npos);
+    } else if (m == LossModule::Forward || m == LossModule::Gradient) {
+      const std::string call =
+          m == LossModule::Forward
+              ? "tilejit_ce::linear_ce_fwd_kl<TjProgram, TjArgs, kF16, kSm90Loop>("
+              : "tilejit_ce::linear_ce_grad_kl<TjProgram, TjArgs, kF16, kSm90Loop>(";
+      EXPECT_NE(kl_source(CeTileLoop::Sm90).find(call), std::string::npos) << loss_module_name(m);
       EXPECT_NE(kl_source(CeTileLoop::Sm90).find("constexpr bool kSm90Loop = true;"),
                 std::string::npos);
       EXPECT_NE(kl_source(CeTileLoop::Portable).find("constexpr bool kSm90Loop = false;"),
@@ -240,17 +241,19 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
         expect_asynchronous_and_spill_free(m, "tj_linear_ce_dhidden_");
 }
 
-// A KL program's forward (linear_ce_fwd_kl) on the Hopper loop, both element types: on sm_90a the
-// student's and the teacher's tiles each keep registers of their own through the products
-// (gemm_loop_sm90_ws_pairs), which stay asynchronous (no "serialized" warning), and nothing
-// spills or keeps a stack frame; the module also compiles for sm_80, where it runs the portable
-// loop.
-TEST(LinearCeCompile, KlForwardOnTheHopperLoopStaysAsynchronousAndSpillFree) {
+// A KL program's forward and gradient tiles (linear_ce_fwd_kl, linear_ce_grad_kl) on the Hopper
+// loop, both element types: on sm_90a the student's and the teacher's tiles each keep registers
+// of their own through the products (gemm_loop_sm90_ws_pairs), which stay asynchronous (no
+// "serialized" warning), and nothing spills or keeps a stack frame; the modules also compile for
+// sm_80, where they run the portable loop.
+TEST(LinearCeCompile, KlTilesOnTheHopperLoopStayAsynchronousAndSpillFree) {
   const LossProgram prog = loss_of(load_program(example("distill")));
   for (DType dtype : {DType::BF16, DType::F16})
     for (LinearCeModule& m : linear_ce_modules(prog, dtype, CeTileLoop::Sm90)) {
-      if (m.source.module != LossModule::Forward) continue;
-      expect_asynchronous_and_spill_free(m, "tj_linear_ce_fwd_kl_");
+      const LossModule module = m.source.module;
+      if (module != LossModule::Forward && module != LossModule::Gradient) continue;
+      expect_asynchronous_and_spill_free(
+          m, module == LossModule::Forward ? "tj_linear_ce_fwd_kl_" : "tj_linear_ce_grad_kl_");
       EXPECT_NO_THROW(compile_verbose(m, "sm_80")) << m.source.variant;
     }
 }

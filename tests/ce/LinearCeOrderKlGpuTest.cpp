@@ -348,6 +348,24 @@ TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
   EXPECT_LT(p.surviving(), 0.5);
 }
 
+// More visited pairs than SMs, unfiltered (504 pairs: on the Hopper loop each persistent CTA of
+// the gradient tiles takes several, its ring and output tiles carried from one to the next), a
+// teacher wider than the student (D_t 96 vs D 64), two segments with and without a bias.
+TEST_F(LinearCeGpu, KlManyPairsPerCta) {
+  std::vector<SegSpec> segs = {{0, 6000, true}, {6100, 2000, false}};
+  Case c{.name = "kl_many_pairs",
+         .program = "",
+         .segments = segs,
+         .n = 1000,
+         .d = 64,
+         .peak = 8,
+         .threshold = 0,
+         .seed = 47,
+         .kl = Case::Kl{.alpha = 0.25, .temperature = 2, .own_teacher = true, .teacher_d = 96}};
+  c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
+  Problem(c).check();
+}
+
 TEST_F(LinearCeGpu, KlDeterministic) {
   Case c = gapped("kl_deterministic", -1);
   c.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
