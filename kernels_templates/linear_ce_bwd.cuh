@@ -416,7 +416,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     const int h = step / ks;
     if (h != located) {
       const int2 pair = p.pair_list[first + b + (h >> 1) * grid];
-      q = kl_product(L, T, R, pair.x, h & 1);
+      q = kl_product(L, T, R, pair.x, h & 1, 0);
       row0 = pair_row_tile(pair.y) * kTileRows;
       located = h;
     }
@@ -468,7 +468,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   auto skip = skip_when([&](int t) { return !(pair_halves(pair_of(t).y) >> wg & 1); });
   typename Cta::Acc student, teacher;
   if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
-                                          load_boxes, kl_all_boxes(L, T), skip))
+                                          load_boxes, kl_all_boxes(L, T, 0), skip))
     return;  // a loading warpgroup: done
   if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }

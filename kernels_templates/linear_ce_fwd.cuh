@@ -36,8 +36,9 @@ struct CeFwdParams {
   float* target_raw = nullptr;    // [n_kept] x (before logit_mod) at the target
   u16* tile_max = nullptr;        // [num_tiles, kTileMaxParts, n_kept] bf16 (rounded up) or nullptr
   int tiles_per_split = 1;
-  // Bit s: the Hopper loop's weight map of segment s (CeFwdMaps) is over a copy of its rows in
-  // position order, so its tiles come by TMA although the segment has an order.
+  // Bit s: the Hopper loop's weight map of segment s (CeFwdMaps; with a KL term both of CeKlMaps')
+  // is over a copy of its rows in position order, so its tiles come by TMA although the segment
+  // has an order.
   int weights_in_position_order = 0;
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };

@@ -152,7 +152,9 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
 
   // Step `step` of half h = step / ks of the loop: product h % 2 (the student's, then the
   // teacher's) of vocabulary tile t_begin + h / 2.
-  auto product_of = [&](int h) { return kl_product(L, T, R, t_begin + (h >> 1), h & 1); };
+  auto product_of = [&](int h) {
+    return kl_product(L, T, R, t_begin + (h >> 1), h & 1, p.weights_in_position_order);
+  };
   KlCopies<Cta> copies;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const int h = step / ks;
@@ -161,7 +163,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
     kl_load_boxes(maps, product_of(step / ks), row0, (step % ks) * Cta::kK, a_tile, full);
   };
-  const bool all_boxes = kl_all_boxes(L, T);
+  const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
 
   // The epilogue of vocabulary tile t_begin + pair from the student's raw logits and the
   // teacher's, which it overwrites with z and t / T (-inf outside the vocabulary) row by row.

@@ -25,7 +25,9 @@ typedef CeWsCta<kKlRows, kTileIds, 4> CeKlWsCta;
 // teacher dim] by the runtime, in 64 x kKlRows boxes, and each segment's weight rows, the
 // student's and the teacher's, in 64 x kTileIds boxes; 128-byte swizzle (load_kmajor's layout;
 // columns past a dim read as zero, so the shorter operand of a pair pads itself). A segment with
-// an order has no map (its rows are gathered).
+// an order has no map (its rows are gathered) unless its bit of `in_position_order` (the
+// forward's CeFwdParams::weights_in_position_order) is set: then both sides' maps are over copies
+// of their weight rows in position order.
 struct CeKlMaps {
   tjk::TmaDescriptor hidden, teacher_hidden;
   tjk::TmaDescriptor weight[kMaxSegments], teacher_weight[kMaxSegments];
@@ -36,6 +38,13 @@ __device__ __forceinline__ int kl_ksteps(int dim, int teacher_dim) {
   return (max(dim, teacher_dim) + 63) / 64;
 }
 
+// Whether segment s's weight tiles, on the student's side (of_teacher false) or the teacher's,
+// come by TMA on the Hopper loop (CeKlMaps).
+__device__ __forceinline__ bool kl_weight_boxed(const CeLayout& L, const CeTeacher& T, int s,
+                                                bool of_teacher, int in_position_order) {
+  return !(of_teacher ? T.layout.seg[s] : L.seg[s]).order || (in_position_order >> s & 1);
+}
+
 // One product of a pair: vocabulary tile `tile` (its segment s, first position lbase in it) on
 // the student's side or the teacher's.
 struct KlProduct {
@@ -44,9 +53,11 @@ struct KlProduct {
   long long stride;
   int dim, s, lbase;
   bool of_teacher;
+  bool boxed;  // its weight tile comes by TMA (kl_weight_boxed)
 };
 __device__ __forceinline__ KlProduct kl_product(const CeLayout& L, const CeTeacher& T,
-                                                const CeRows& R, int tile, bool of_teacher) {
+                                                const CeRows& R, int tile, bool of_teacher,
+                                                int in_position_order) {
   const int s = tile_segment(L, tile);
   const CeSegment& S = of_teacher ? T.layout.seg[s] : L.seg[s];
   return {&S,
@@ -55,34 +66,37 @@ __device__ __forceinline__ KlProduct kl_product(const CeLayout& L, const CeTeach
           of_teacher ? T.dim : R.dim,
           s,
           (tile - S.first_tile) * kTileIds,
-          of_teacher};
+          of_teacher,
+          kl_weight_boxed(L, T, s, of_teacher, in_position_order)};
 }
 
-// Whether every weight tile comes by TMA (no segment of either side has an order): the loading
-// threads other than the first then have nothing to copy.
-__device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher& T) {
+// Whether every weight tile comes by TMA: the loading threads other than the first then have
+// nothing to copy.
+__device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher& T,
+                                             int in_position_order) {
   bool all = true;
-  for (int s = 0; s < L.num_segments; ++s) all = all && !L.seg[s].order && !T.layout.seg[s].order;
+  for (int s = 0; s < L.num_segments; ++s)
+    all = all && kl_weight_boxed(L, T, s, false, in_position_order) &&
+          kl_weight_boxed(L, T, s, true, in_position_order);
   return all;
 }
 
 // The Hopper loop's TMA copies of a step (K columns k0..) of product `q` over the kKlRows kept
-// rows from row0: the A tile and, for a segment without an order, the B tile (kTileIds weight
-// rows in position order) after it; one arrival on `full` with the bytes.
+// rows from row0: the A tile and, where q.boxed, the B tile (kTileIds weight rows in position
+// order) after it; one arrival on `full` with the bytes.
 __device__ __forceinline__ void kl_load_boxes(const CeKlMaps& maps, const KlProduct& q, int row0,
                                               int k0, u32 a_tile, u32 full) {
-  const bool b_box = q.seg->order == nullptr;
-  tjk::mbar_arrive_expect_tx(full, (kKlRows + (b_box ? kTileIds : 0)) * kRowBytes);
+  tjk::mbar_arrive_expect_tx(full, (kKlRows + (q.boxed ? kTileIds : 0)) * kRowBytes);
   tjk::tma_load_2d(a_tile, q.of_teacher ? &maps.teacher_hidden : &maps.hidden, k0, row0, full);
-  if (b_box)
+  if (q.boxed)
     tjk::tma_load_2d(a_tile + CeKlWsCta::kAElems * 2,
                      q.of_teacher ? &maps.teacher_weight[q.s] : &maps.weight[q.s], k0, q.lbase,
                      full);
 }
 
 // The cp.async copies of a step on CTA type Cta's loading threads: the A tile unless TMA brings
-// it (a warp-specialised CTA), the B tile when gathered through an order, or (not
-// warp-specialised) in any case. A gathered tile's rows are read from the order once per product
+// it (a warp-specialised CTA), the B tile unless TMA brings it (a warp-specialised CTA and
+// q.boxed): gathered through its segment's order, or a strided block. A gathered tile's rows are read from the order once per product
 // (`product`: the caller's running number of it; the steps come in order).
 template <class Cta>
 struct KlCopies {
@@ -95,9 +109,10 @@ struct KlCopies {
       load_kmajor<kKlRows, Cta::kLoadThreads>(
           a_tile, CeOperand{q.hidden + row0 * q.stride + k0, q.stride, n_kept - row0, q.dim - k0},
           Cta::load_thread());
+    if (Cta::kWarpSpecialized && q.boxed) return;
     const CeOperand w = weight_rows(*q.seg, q.lbase, k0, q.dim - k0);
     if (!w.gather) {
-      if (!Cta::kWarpSpecialized) load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
+      load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
       return;
     }
     if (product != wrows_product) {

@@ -402,8 +402,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
   // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage.
   const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
-  if (P.kl && sm90_loop)
-    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, hidden.dtype == DType::F16);
   const bool sm90_fwd = !P.kl && sm90_loop;
   const int fwd_threads = P.kl ? (sm90_loop ? kCeKlFwdSm90Threads : kCeKlFwdThreads)
                                : (sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads);
@@ -411,38 +409,56 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
                             : (sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes);
   static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the forward's tiles");
-  // Copies of ordered segments' weights in position order, for this forward only (LinearCe.h).
+  // Copies of ordered segments' weights in position order, for this forward only (LinearCe.h):
+  // segment seg's rows of `cols` columns gathered through its order, in `given` (the caller's
+  // gradient buffer of those weights) when its rows are contiguous, else from the pool.
   std::vector<DeviceBuffer> ordered_weights;
+  auto position_order_copy = [&](const CeSegment& seg, int32_t cols,
+                                 const std::optional<TensorView>* given) {
+    void* copy = nullptr;
+    if (given && *given && (*given)->strides[0] == cols &&
+        reinterpret_cast<uintptr_t>((*given)->data) % 16 == 0) {
+      copy = (*given)->data;
+    } else {
+      ordered_weights.push_back(
+          DeviceBuffer::on_stream(size_t(seg.size) * size_t(cols) * 2, stream));
+      copy = ordered_weights.back().data();
+    }
+    run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(seg.size)},
+        {128}, 0, stream, static_cast<const void*>(seg.weight),
+        static_cast<long long>(seg.weight_stride), seg.order, cols, copy);
+    return copy;
+  };
+  const bool f16 = hidden.dtype == DType::F16;
   if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights (an ordered
                    // segment's from a copy in position order, unless the caller declined it)
-    const bool f16 = hidden.dtype == DType::F16;
     maps.hidden = encode_tensor_map(ce_hidden_tensor_map_args(hidden_kept, n_kept, dim, f16));
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
+      const void* weight = seg.weight;
+      int64_t stride = seg.weight_stride;
       if (seg.order && options.copy_ordered_weights) {
-        // In the caller's gradient buffer when its rows are contiguous (LinearCe.h), else from
-        // the pool.
-        const std::optional<TensorView>& given = st->d_weight_outputs[s];
-        void* copy = nullptr;
-        if (given && given->strides[0] == dim &&
-            reinterpret_cast<uintptr_t>(given->data) % 16 == 0) {
-          copy = given->data;
-        } else {
-          ordered_weights.push_back(
-              DeviceBuffer::on_stream(size_t(seg.size) * size_t(dim) * 2, stream));
-          copy = ordered_weights.back().data();
-        }
-        run(K.function(LossModule::Rows, "linear_ce_gather_rows"),
-            {static_cast<unsigned>(seg.size)}, {128}, 0, stream,
-            static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride),
-            seg.order, dim, copy);
-        maps.weight[s] =
-            encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));
+        weight = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+        stride = dim;
         p.weights_in_position_order |= 1 << s;
-        continue;
       }
-      maps.weight[s] = encode_tensor_map(
-          ce_weight_tensor_map_args(seg.weight, seg.size, dim, seg.weight_stride, f16));
+      maps.weight[s] =
+          encode_tensor_map(ce_weight_tensor_map_args(weight, seg.size, dim, stride, f16));
+    }
+  }
+  if (P.kl && sm90_loop) {  // likewise, both sides of an ordered segment (the teacher's from the
+                            // pool)
+    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
+    const CeTeacher& t = p.kl.teacher;
+    for (int32_t s = 0; s < p.layout.num_segments; ++s) {
+      const CeSegment& seg = p.layout.seg[s];
+      const CeSegment& tseg = t.layout.seg[s];
+      if (!seg.order || !options.copy_ordered_weights) continue;
+      kl_maps.weight[s] = encode_tensor_map(ce_weight_tensor_map_args(
+          position_order_copy(seg, dim, &st->d_weight_outputs[s]), seg.size, dim, dim, f16));
+      kl_maps.teacher_weight[s] = encode_tensor_map(ce_weight_tensor_map_args(
+          position_order_copy(tseg, t.dim, nullptr), tseg.size, t.dim, t.dim, f16));
+      p.weights_in_position_order |= 1 << s;
     }
   }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),

@@ -57,7 +57,8 @@
 // (runtime/WorkspacePool.h: the host waits for nothing, and the next step reuses the memory). The
 // pool keeps the copy's memory reserved through the backward, which reuses part of it, and
 // between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise), unless the caller gives the
-// forward the weights' gradient buffers to build it in (LinearCeOutputs::d_weight).
+// forward the weights' gradient buffers to build it in (LinearCeOutputs::d_weight). With a KL
+// term the teacher's weight rows are copied too, always from the pool (V_s x D_t elements).
 // LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
 // vocabulary chunk's visited tiles' rows the same way, beside G's blocks, within
 // grad_buffer_bytes (a tile that alone needs more gets a chunk of its own).
@@ -149,8 +150,8 @@ struct LinearCeOptions {
   // The order the kernels visit each segment's ids in, when filtering is on.
   VocabOrdering vocab_ordering = VocabOrdering::Natural;
   // With an order on the Hopper path: copy an ordered segment's weights into position order for
-  // the forward (transient, V_s x D elements) rather than gather its rows (see above). The KL
-  // forward always gathers them.
+  // the forward (transient, V_s x D elements; with a KL term the teacher's too) rather than
+  // gather its rows (see above).
   bool copy_ordered_weights = true;
   std::shared_ptr<VocabOrder> vocab_order;  // VocabOrdering::State: the order to use
 };

@@ -348,6 +348,24 @@ TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
   EXPECT_LT(p.surviving(), 0.5);
 }
 
+// The ordered KL forward's weight tiles on the Hopper loop: gathered through the order
+// (copy_ordered_weights off), or copied into position order with the student's copy built in the
+// caller's gradient buffers (given to the forward) and the teacher's from the pool.
+TEST_F(LinearCeGpu, KlOrderedGatheredOrCopiedIntoGradientBuffers) {
+  std::vector<SegSpec> segs = {{0, 4000, true}};
+  for (bool copy : {false, true}) {
+    Case c = prior_case(copy ? "kl_ordered_copied" : "kl_ordered_gathered",
+                        VocabOrdering::AverageLogit);
+    c.kl = Case::Kl{.alpha = 0.4, .temperature = 1.5, .own_teacher = true, .teacher_d = 96};
+    c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
+    c.copy_ordered_weights = copy;
+    c.grad_outputs_at_forward = copy;
+    Problem p(c);
+    p.check();
+    EXPECT_TRUE(p.ordered_forward()) << c.name;
+  }
+}
+
 // More visited pairs than SMs, unfiltered (504 pairs: on the Hopper loop each persistent CTA of
 // the gradient tiles takes several, its ring and output tiles carried from one to the next), a
 // teacher wider than the student (D_t 96 vs D 64), two segments with and without a bias.
