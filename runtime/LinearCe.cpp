@@ -446,18 +446,22 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
           encode_tensor_map(ce_weight_tensor_map_args(weight, seg.size, dim, stride, f16));
     }
   }
-  if (P.kl && sm90_loop) {  // likewise, both sides of an ordered segment (the teacher's from the
-                            // pool)
+  if (P.kl && sm90_loop) {  // likewise, both sides of an ordered segment: the teacher's from the
+                            // pool, unless it shares the student's weights (and so the copy)
     kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
     const CeTeacher& t = p.kl.teacher;
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
       const CeSegment& tseg = t.layout.seg[s];
       if (!seg.order || !options.copy_ordered_weights) continue;
-      kl_maps.weight[s] = encode_tensor_map(ce_weight_tensor_map_args(
-          position_order_copy(seg, dim, &st->d_weight_outputs[s]), seg.size, dim, dim, f16));
-      kl_maps.teacher_weight[s] = encode_tensor_map(ce_weight_tensor_map_args(
-          position_order_copy(tseg, t.dim, nullptr), tseg.size, t.dim, t.dim, f16));
+      void* copy = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+      const bool shared = tseg.weight == seg.weight && tseg.weight_stride == seg.weight_stride &&
+                          t.dim == dim && tseg.order == seg.order;
+      void* teacher_copy = shared ? copy : position_order_copy(tseg, t.dim, nullptr);
+      kl_maps.weight[s] =
+          encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));
+      kl_maps.teacher_weight[s] = encode_tensor_map(
+          ce_weight_tensor_map_args(teacher_copy, tseg.size, t.dim, t.dim, f16));
       p.weights_in_position_order |= 1 << s;
     }
   }

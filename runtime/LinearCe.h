@@ -58,7 +58,8 @@
 // pool keeps the copy's memory reserved through the backward, which reuses part of it, and
 // between steps (unless TILEJIT_WORKSPACE_KEEP_MB says otherwise), unless the caller gives the
 // forward the weights' gradient buffers to build it in (LinearCeOutputs::d_weight). With a KL
-// term the teacher's weight rows are copied too, always from the pool (V_s x D_t elements).
+// term the teacher's weight rows are copied too (V_s x D_t elements, from the pool), unless the
+// teacher shares the student's weights.
 // LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
 // vocabulary chunk's visited tiles' rows the same way, beside G's blocks, within
 // grad_buffer_bytes (a tile that alone needs more gets a chunk of its own).

@@ -349,17 +349,25 @@ TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
 }
 
 // The ordered KL forward's weight tiles on the Hopper loop: gathered through the order
-// (copy_ordered_weights off), or copied into position order with the student's copy built in the
-// caller's gradient buffers (given to the forward) and the teacher's from the pool.
-TEST_F(LinearCeGpu, KlOrderedGatheredOrCopiedIntoGradientBuffers) {
+// (copy_ordered_weights off); copied into position order, the student's copy built in the
+// caller's gradient buffers (given to the forward) and the teacher's from the pool; or one copy
+// for both, the teacher sharing the student's weights.
+TEST_F(LinearCeGpu, KlOrderedGatheredOrCopied) {
   std::vector<SegSpec> segs = {{0, 4000, true}};
-  for (bool copy : {false, true}) {
-    Case c = prior_case(copy ? "kl_ordered_copied" : "kl_ordered_gathered",
+  enum Weights { Gathered, Copied, SharedCopy };
+  for (Weights w : {Gathered, Copied, SharedCopy}) {
+    Case c = prior_case(w == Gathered ? "kl_ordered_gathered"
+                        : w == Copied ? "kl_ordered_copied"
+                                      : "kl_ordered_shared_copy",
                         VocabOrdering::AverageLogit);
-    c.kl = Case::Kl{.alpha = 0.4, .temperature = 1.5, .own_teacher = true, .teacher_d = 96};
+    c.kl = Case::Kl{.alpha = 0.4, .temperature = 1.5};
+    if (w != SharedCopy) {
+      c.kl->own_teacher = true;
+      c.kl->teacher_d = 96;
+    }
     c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
-    c.copy_ordered_weights = copy;
-    c.grad_outputs_at_forward = copy;
+    c.copy_ordered_weights = w != Gathered;
+    c.grad_outputs_at_forward = w == Copied;
     Problem p(c);
     p.check();
     EXPECT_TRUE(p.ordered_forward()) << c.name;
