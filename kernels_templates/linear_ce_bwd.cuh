@@ -289,6 +289,45 @@ __device__ __forceinline__ void linear_ce_grad(const Args& args, const CeBwdPara
   store_grad_tile(p, stage, block);
 }
 
+// A computing warpgroup's output tile of G on the Hopper loop: kRows rows of a 128 x 128 block by
+// kTileIds columns, in shared memory at `tile` with the layout a TMA load of the same boxes would
+// write (two 64-column panels of kRows rows of 128 bytes, 16-byte chunk c of row r at c ^ (r % 8)),
+// so the fragments' stores are conflict-free and 64 x 64 boxes carry it out. Its warpgroup's
+// threads meet on named barrier `barrier`; its thread 0 (`storer`) issues the stores.
+template <int kRows>
+struct GradOutTile {
+  unsigned char* tile;
+  int barrier;
+  bool storer;
+
+  // Before the entries: the stores of this warpgroup's previous tile have read it.
+  __device__ __forceinline__ void acquire() const {
+    if (storer) tjk::bulk_wait_group_read<0>();
+    tjk::named_barrier_sync(barrier, 128);
+  }
+  // Entries (r, 8 ni + 2 (lane % 4) + {0, 1}) of the block, r within this tile's rows (mod kRows).
+  __device__ __forceinline__ void put(int r, int ni, u32 v) const {
+    const int rr = r % kRows;
+    const u32 chunk = (ni & 7) ^ (rr & 7);
+    *reinterpret_cast<u32*>(tile + (ni >> 3) * (kRows * kRowBytes) + rr * kRowBytes + chunk * 16 +
+                            (threadIdx.x & 3) * 4) = v;
+  }
+  // After the entries: the tile to G's rows from `row` (through the map of G's blocks).
+  __device__ __forceinline__ void store(const tjk::TmaDescriptor* grad, int row) const {
+    tjk::fence_proxy_async_shared();  // the stores read it through the async proxy
+    tjk::named_barrier_sync(barrier, 128);
+    if (!storer) return;
+    const u32 base = smem_addr(tile);
+#pragma unroll
+    for (int j = 0; j < kTileIds / 64; ++j)
+#pragma unroll
+      for (int i = 0; i < kRows / 64; ++i)
+        tjk::tma_store_2d(grad, base + j * (kRows * kRowBytes) + i * 64 * kRowBytes, 64 * j,
+                          row + 64 * i);
+    tjk::bulk_commit_group();
+  }
+};
+
 // The gradient tiles' Hopper CTA (ce_wgmma.cuh): persistent, 128 x 128 tiles taken in turns by
 // two computing warpgroups, a four-stage ring filled by TMA (the kept rows, and each segment's
 // weights or, with an order, the chunk's staged copy of them), G stored by TMA from each
@@ -298,10 +337,7 @@ typedef CePingpongCta<kTileRows, kTileIds, 4> CeGradPingpongCta;
 // The gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking pairs b,
 // b + grid, ...; CeGradPingpongCta's threads and shared memory. What each tile computes and
 // stores is linear_ce_grad's; the operands come by TMA (`maps`: hidden, weight[s], staged; G
-// stored through grad). Output tiles are kept in shared memory with the layout a TMA load of
-// the same boxes would write (two 64-column panels of 128 rows of 128 bytes, 16-byte chunk c of
-// row r at c ^ (r % 8)), so the fragments' stores are conflict-free and four 64 x 64 boxes
-// carry the tile out.
+// stored through grad from each warpgroup's GradOutTile, four 64 x 64 boxes per tile).
 template <class Prog, class Args, bool kF16>
 __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const CeBwdParams& p,
                                                         const CeBwdMaps& maps) {
@@ -340,36 +376,19 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
       tjk::tma_load_2d(b_tile + j * 64 * kRowBytes, weight_map, k0, weight_row + 64 * j, full);
   };
   const int wg = Cta::group();
-  const bool storer = (threadIdx.x & 127) == 0;  // issues its warpgroup's stores of G
-  unsigned char* const out_tile =
-      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes;
-  const u32 out = smem_addr(out_tile);
+  const GradOutTile<kTileRows> out{
+      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes, 2 + wg,
+      (threadIdx.x & 127) == 0};
   auto tile_done = [&](int t, typename Cta::Acc& acc) {
     const int block = b + t * grid;  // the pair's block of G in this chunk
     const int2 pair = p.pair_list[first + block];
     const int s = tile_segment(L, pair.x);
     const CeSegment& S = L.seg[s];
-    // The output tile is free once the stores of this warpgroup's previous tile have read it.
-    if (storer) tjk::bulk_wait_group_read<0>();
-    tjk::named_barrier_sync(2 + wg, 128);
+    out.acquire();
     grad_tile_entries<Prog, Args, Cta, kF16, false>(
         args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
-        pair_halves(pair.y), acc, acc, [&](int r, int ni, u32 v) {
-          const u32 chunk = (ni & 7) ^ (r & 7);
-          *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (kTileRows * kRowBytes) + r * kRowBytes +
-                                  chunk * 16 + (threadIdx.x & 3) * 4) = v;
-        });
-    tjk::fence_proxy_async_shared();  // the stores read it through the async proxy
-    tjk::named_barrier_sync(2 + wg, 128);
-    if (storer) {
-#pragma unroll
-      for (int j = 0; j < kTileIds / 64; ++j)
-#pragma unroll
-        for (int i = 0; i < kTileRows / 64; ++i)
-          tjk::tma_store_2d(&maps.grad, out + j * (kTileRows * kRowBytes) + i * 64 * kRowBytes,
-                            64 * j, block * kTileRows + 64 * i);
-      tjk::bulk_commit_group();
-    }
+        pair_halves(pair.y), acc, acc, [&](int r, int ni, u32 v) { out.put(r, ni, v); });
+    out.store(&maps.grad, block * kTileRows);
   };
   static_assert(Cta::kMI == kHalves, "one m64 fragment per half of the row tile");
   auto fragments = [&](int t) {
@@ -377,7 +396,7 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   };
   if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done, fragments))
     return;
-  if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
+  if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }
 
 // A KL program's gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking
@@ -386,9 +405,8 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
 // products in registers (gemm_loop_sm90_ws_pairs; their operands as linear_ce_fwd_kl's, by TMA
 // through `kl_maps`, an ordered segment's weight rows gathered), then G's entries; G is stored by
 // TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w + 64) of the tile, the
-// tile's half w, and stages them in an output tile of its own (two 64-column panels of 64 rows of
-// 128 bytes, 16-byte chunk c of row r at c ^ (r % 8), the layout a TMA load of the same boxes
-// writes); a warpgroup whose half is not computed skips its products and stores zeros.
+// tile's half w, and stages them in a GradOutTile<64> of its own; a warpgroup whose half is not
+// computed skips its products and stores zeros.
 struct CeGradKlWsCta : CeKlWsCta {
   static constexpr int kRingBytes = CeKlWsCta::kSmemBytes;
   static constexpr int kOutBytes = 64 * kTileIds * 2;  // a computing warpgroup's output tile
@@ -432,37 +450,22 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     kl_load_boxes(kl_maps, q, row0, (step % ks) * Cta::kK, a_tile, full);
   };
 
-  const int wg = threadIdx.x >> 7;                // computing warpgroup: the tile's half wg
-  const bool storer = (threadIdx.x & 127) == 0;  // issues its warpgroup's stores of G
-  unsigned char* const out_tile =
-      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes;
-  const u32 out = smem_addr(out_tile);
+  const int wg = threadIdx.x >> 7;  // computing warpgroup: the tile's half wg
+  const GradOutTile<64> out{
+      reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes, 2 + wg,
+      (threadIdx.x & 127) == 0};
   auto pair_of = [&](int t) { return p.pair_list[first + b + t * grid]; };
   auto pair_done = [&](int t, typename Cta::Acc& student, typename Cta::Acc& teacher) {
     const int block = b + t * grid;  // the pair's block of G in this chunk
     const int2 pair = pair_of(t);
     const int s = tile_segment(L, pair.x);
     const CeSegment& S = L.seg[s];
-    // The output tile is free once the stores of this warpgroup's previous tile have read it.
-    if (storer) tjk::bulk_wait_group_read<0>();
-    tjk::named_barrier_sync(2 + wg, 128);
+    out.acquire();
     grad_tile_entries<Prog, Args, Cta, kF16, true>(
         args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
-        pair_halves(pair.y), student, teacher, [&](int r, int ni, u32 v) {
-          const int rr = r & 63;  // the row within the warpgroup's half
-          const u32 chunk = (ni & 7) ^ (rr & 7);
-          *reinterpret_cast<u32*>(out_tile + (ni >> 3) * (64 * kRowBytes) + rr * kRowBytes +
-                                  chunk * 16 + (threadIdx.x & 3) * 4) = v;
-        });
-    tjk::fence_proxy_async_shared();  // the stores read it through the async proxy
-    tjk::named_barrier_sync(2 + wg, 128);
-    if (storer) {
-#pragma unroll
-      for (int j = 0; j < kTileIds / 64; ++j)
-        tjk::tma_store_2d(&maps.grad, out + j * (64 * kRowBytes), 64 * j,
-                          block * kTileRows + 64 * wg);
-      tjk::bulk_commit_group();
-    }
+        pair_halves(pair.y), student, teacher,
+        [&](int r, int ni, u32 v) { out.put(r, ni, v); });
+    out.store(&maps.grad, block * kTileRows + 64 * wg);
   };
   // A warpgroup skips both products of a pair whose half it holds is not computed.
   auto skip = skip_when([&](int t) { return !(pair_halves(pair_of(t).y) >> wg & 1); });
@@ -470,7 +473,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
                                           load_boxes, kl_all_boxes(L, T, 0), skip))
     return;  // a loading warpgroup: done
-  if (storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
+  if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }
 
 // The gradient tiles of a program without a KL term: on the Hopper loop where the module asks
