@@ -13,8 +13,9 @@
 // (in the portable CTA the four column warps merged through shared memory), target excluded.
 // linear_ce_merge (linear_ce_fwd.cuh) combines the splits, KL included.
 //
-// The backward's KL gradient entries are computed by linear_ce_grad<..., kKl = true>
-// (linear_ce_bwd.cuh), which recomputes both tiles the same way.
+// The backward's KL gradient entries are computed by linear_ce_grad_kl (linear_ce_bwd.cuh: the
+// portable linear_ce_grad<..., kKl = true>, or linear_ce_grad_kl_ws on the Hopper loop), which
+// recomputes both tiles the same way.
 #pragma once
 
 #include "linear_ce_fwd.cuh"
