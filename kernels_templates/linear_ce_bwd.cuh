@@ -47,7 +47,7 @@
 // min(pairs, SMs) CTAs.
 #pragma once
 
-#include "ce_wgmma.cuh"
+#include "ce_wgmma_pingpong.cuh"
 #include "linear_ce_common.cuh"
 #include "linear_ce_kl_operands.cuh"
 #include "linear_ce_tiles.cuh"
