@@ -60,6 +60,7 @@ struct Settings {
   int refresh_every = 8;
   bool weight_grad_16 = false;  // --weight-grad bf16: dC outputs in E's dtype (else f32)
   int64_t grad_buffer_mb = 0;   // --grad-buffer-mb N: LinearCeOptions::grad_buffer_bytes
+  int kl_cluster = 0;           // --kl-cluster N: LinearCeOptions::kl_forward_cluster
   // --grad-outputs-at forward: the dC outputs are allocated before the forward and given to it
   // (LinearCeOutputs::d_weight), as an autograd function that allocates them there would
   bool outputs_at_forward = false;
@@ -212,6 +213,7 @@ LinearCeOptions mode_options(Mode mode, const Settings& settings) {
     o.vocab_order = VocabOrder::by_average_logit(settings.refresh_every);
   }
   if (settings.grad_buffer_mb > 0) o.grad_buffer_bytes = settings.grad_buffer_mb << 20;
+  o.kl_forward_cluster = settings.kl_cluster;
   return o;
 }
 
@@ -370,6 +372,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   j.add("weight_grad_dtype", settings.weight_grad_16 ? "bf16" : "f32");
   j.add("grad_outputs_at", settings.outputs_at_forward ? "forward" : "backward");
   j.add("grad_buffer_mb", double(calls.options.grad_buffer_bytes) / (1 << 20));
+  j.add("kl_forward_cluster", int64_t(calls.options.kl_forward_cluster));
   j.add("mem_method", DeviceMemoryProbe::method());
   j.add("timing",
         "median of per-call CUDA event times on the default stream after 2 warm-up "
@@ -456,12 +459,14 @@ constexpr const char* kUsage =
     "usage: linear_ce_gpu_bench [--quick] [--kinds zipf,flat,peaked] [--shapes NAME,...]\n"
     "                           [--modes exact,filtered,state] [--iters N] [--refresh-every K]\n"
     "                           [--weight-grad f32|bf16] [--grad-buffer-mb N]\n"
-    "                           [--grad-outputs-at backward|forward]\n"
+    "                           [--grad-outputs-at backward|forward] [--kl-cluster 1|2|4]\n"
     "  --quick: 3 iterations, zipf only, the first two shapes (explicit lists win)\n"
     "  --weight-grad: the dtype of the dC outputs the caller gives (default f32)\n"
     "  --grad-buffer-mb: the backward's G buffer budget (default: the library's, 512)\n"
     "  --grad-outputs-at: when the dC outputs are allocated; forward gives them to the forward\n"
-    "    too, which builds an ordered segment's weight copy there (default backward)\n";
+    "    too, which builds an ordered segment's weight copy there (default backward)\n"
+    "  --kl-cluster: CTAs per cluster of the KL forward on the Hopper path (default: the\n"
+    "    library's)\n";
 
 // Settings from the command line; nullopt (after a message) on a bad one.
 std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
@@ -485,7 +490,7 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
     }
     if (a != "--kinds" && a != "--shapes" && a != "--modes" && a != "--iters" &&
         a != "--refresh-every" && a != "--weight-grad" && a != "--grad-buffer-mb" &&
-        a != "--grad-outputs-at") {
+        a != "--grad-outputs-at" && a != "--kl-cluster") {
       fmt::print(stderr, "linear_ce_gpu_bench: unknown argument '{}'\n{}", a, kUsage);
       return std::nullopt;
     }
@@ -508,7 +513,8 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
     if (a == "--kinds") kinds = split_list(*v);
     if (a == "--shapes") shape_list = split_list(*v);
     if (a == "--modes") modes = split_list(*v);
-    if (a == "--iters" || a == "--refresh-every" || a == "--grad-buffer-mb") {
+    if (a == "--iters" || a == "--refresh-every" || a == "--grad-buffer-mb" ||
+        a == "--kl-cluster") {
       int n = std::atoi(v->c_str());
       if (n < 1) {
         fmt::print(stderr, "linear_ce_gpu_bench: {} must be a positive integer, got '{}'\n", a, *v);
@@ -518,6 +524,8 @@ std::optional<tilejit::bench::Settings> parse_settings(int argc, char** argv,
         iters = n;
       else if (a == "--refresh-every")
         s.refresh_every = n;
+      else if (a == "--kl-cluster")
+        s.kl_cluster = n;
       else
         s.grad_buffer_mb = n;
     }

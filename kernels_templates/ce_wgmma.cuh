@@ -251,26 +251,54 @@ struct LoadsByTma<NoTmaLoad> {
 };
 
 // The ring's mbarriers of a warp-specialised loop (full[s] at full0 + 8 s, empty[s] at empty0 +
-// 8 s), set up by thread 0 before the whole CTA meets: full[s] completes on every loading thread's
-// arrival and one more (load_tma's), or on load_tma's alone when tma_only; empty[s] on every
-// computing thread's.
+// 8 s), set up by thread 0 before the whole CTA (with cluster > 1: the whole cluster) meets:
+// full[s] completes on every loading thread's arrival and one more (load_tma's), or on
+// load_tma's alone when tma_only; empty[s] on every computing thread's (RingRelease), or with
+// cluster > 1 on every computing warp's of every CTA of the cluster.
 template <class Cta>
-__device__ __forceinline__ void ws_ring_init(u32 full0, u32 empty0, bool tma_only) {
+__device__ __forceinline__ void ws_ring_init(u32 full0, u32 empty0, bool tma_only,
+                                             int cluster = 1) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cta::kStages; ++s) {
       tjk::mbar_init(full0 + 8 * s, tma_only ? 1 : Cta::kLoadThreads + 1);
-      tjk::mbar_init(empty0 + 8 * s, Cta::kComputeThreads);
+      tjk::mbar_init(empty0 + 8 * s,
+                     cluster == 1 ? Cta::kComputeThreads : cluster * (Cta::kComputeThreads / 32));
     }
     tjk::mbar_init_fence();
   }
-  __syncthreads();
+  if (cluster == 1)
+    __syncthreads();
+  else
+    tjk::cluster_sync();  // no CTA's copies or arrivals reach a peer's barriers before they exist
 }
+
+// How a computing thread hands stage s of the ring back once the products reading it are done:
+// an arrival on its CTA's empty[s]. In a cluster whose CTAs fill each other's stages (cluster >
+// 1: each loads a slice of every stage's A tile for all, tma_load_2d_multicast), a stage may be
+// refilled only once every CTA's computing warps are done with it: each warp's first lane then
+// arrives, after the whole warp, on empty[s] of every CTA of the cluster.
+struct RingRelease {
+  u32 empty0;
+  int cluster;
+  __device__ __forceinline__ void operator()(int s) const {
+    if (cluster == 1) {
+      tjk::mbar_arrive(empty0 + 8 * s);
+      return;
+    }
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0)
+      for (int r = 0; r < cluster; ++r) tjk::mbar_arrive_cluster(empty0 + 8 * s, r);
+  }
+};
 
 // The loading warpgroup of a warp-specialised loop (gemm_loop_sm90_ws, gemm_loop_sm90_ws_pairs):
 // fills the ring's stages with steps 0 .. steps - 1 in order, each once its stage is empty.
+// With cluster > 1 (the ring's stages filled by the cluster's CTAs together) its first thread
+// then waits for the last kStages steps' releases, by every CTA of the cluster: no peer's
+// arrival or copy reaches this CTA's shared memory after it exits.
 template <class Cta, class Load, class LoadTma>
 __device__ __forceinline__ void ws_load_ring(u16* smem, u32 full0, u32 empty0, int steps, Load load,
-                                             LoadTma load_tma, bool tma_only) {
+                                             LoadTma load_tma, bool tma_only, int cluster = 1) {
   constexpr int S = Cta::kStages;
   tjk::setmaxnreg_dec<56>();
   if (tma_only && !LoadsByTma<LoadTma>::value) __trap();  // no stage would ever be filled
@@ -287,6 +315,9 @@ __device__ __forceinline__ void ws_load_ring(u16* smem, u32 full0, u32 empty0, i
     if (++s == S) s = 0, ++pass;
   }
   tjk::cp_async_wait_all();
+  if (cluster > 1 && Cta::load_thread() == 0)
+    for (int step = max(steps - S, 0); step < steps; ++step)
+      tjk::mbar_wait(empty0 + 8 * (step % S), (step / S) & 1);
 }
 
 // One K step of a warp-specialised loop's computing warpgroup, once stage s is full: the stage's
@@ -295,8 +326,9 @@ __device__ __forceinline__ void ws_load_ring(u16* smem, u32 full0, u32 empty0, i
 // held from here on. Copies through the generic proxy need the fence before wgmma reads them
 // (tma_only: TMA's don't).
 template <class Cta, bool kF16, bool kAKMajor, bool kBKMajor>
-__device__ __forceinline__ void ws_issue_step(typename Cta::Acc& acc, u32 smem_base, u32 empty0,
-                                              int s, int& held, bool accumulate, bool tma_only) {
+__device__ __forceinline__ void ws_issue_step(typename Cta::Acc& acc, u32 smem_base,
+                                              const RingRelease& release, int s, int& held,
+                                              bool accumulate, bool tma_only) {
   if (!tma_only) tjk::fence_proxy_async_shared();
   const u32 cur = smem_base + s * (Cta::kStageElems * 2);
   pin_acc(acc);
@@ -305,7 +337,7 @@ __device__ __forceinline__ void ws_issue_step(typename Cta::Acc& acc, u32 smem_b
   tjk::wgmma_commit();
   tjk::wgmma_wait<1>();  // the step before's products are done
   pin_acc(acc);
-  if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
+  if (held >= 0) release(held);
   held = s;
 }
 
@@ -380,7 +412,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
       }
     }
     // An output tile's first step overwrites the accumulators (scale-d 0), as in gemm_loop_sm90.
-    ws_issue_step<Cta, kF16, kAKMajor, kBKMajor>(acc, smem_base, empty0, s, held,
+    ws_issue_step<Cta, kF16, kAKMajor, kBKMajor>(acc, smem_base, RingRelease{empty0, 1}, s, held,
                                                  Skip::kNever ? k != 0 : issued, tma_only);
     issued = true;
     if (++k == steps_per_tile) {
@@ -415,6 +447,10 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
 // skip(q) (computing threads, uniform over a warpgroup; SkipNone: never): whether this thread's
 // warpgroup skips both products of pair q (its rows of A are not wanted there): it waits for each
 // stage and releases it at once, and pair_done(q, ...) gets accumulators holding stale values.
+// cluster (uniform over the launch, the CTAs of a cluster dimension; 1: none): the cluster's CTAs
+// fill each other's rings, load_tma bringing a slice of each stage's A tile into all of them
+// (tma_load_2d_multicast); every CTA of the cluster then runs as many pairs, a CTA with fewer of
+// its own skipping the rest, and a stage is refilled once all are done with it (RingRelease).
 template <class Cta, bool kF16, class Load, class PairDone, class LoadTma = NoTmaLoad,
           class Skip = SkipNone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, int steps_per_tile,
@@ -422,7 +458,8 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
                                                         typename Cta::Acc& first,
                                                         typename Cta::Acc& second,
                                                         LoadTma load_tma = LoadTma(),
-                                                        bool tma_only = false, Skip skip = Skip()) {
+                                                        bool tma_only = false, Skip skip = Skip(),
+                                                        int cluster = 1) {
   static_assert(Cta::kWarpSpecialized, "a CeWsCta");
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
@@ -432,12 +469,14 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
   // lets ptxas see K loops without a step, and it then serialises every product.)
   if (steps_per_tile <= 0) __trap();
   const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
-  ws_ring_init<Cta>(full0, empty0, tma_only);
+  ws_ring_init<Cta>(full0, empty0, tma_only, cluster);
   if (threadIdx.x >= Cta::kComputeThreads) {
-    ws_load_ring<Cta>(smem, full0, empty0, pairs * 2 * steps_per_tile, load, load_tma, tma_only);
+    ws_load_ring<Cta>(smem, full0, empty0, pairs * 2 * steps_per_tile, load, load_tma, tma_only,
+                      cluster);
     return false;
   }
   tjk::setmaxnreg_inc<224>();
+  const RingRelease release{empty0, cluster};
   int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
   // One tile's K loop into acc: each step waits for its stage, issues its products (the first
   // overwriting acc: scale-d 0) and releases the stage before once those products are done.
@@ -445,11 +484,11 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
     for (int k = 0; k < steps_per_tile; ++k) {
       tjk::mbar_wait(full0 + 8 * s, pass & 1);
       if (!Skip::kNever && skipped) {  // nothing issued: the stage goes back at once
-        tjk::mbar_arrive(empty0 + 8 * s);
+        release(s);
         if (++s == S) s = 0, ++pass;
         continue;
       }
-      ws_issue_step<Cta, kF16, true, true>(acc, smem_base, empty0, s, held, k != 0, tma_only);
+      ws_issue_step<Cta, kF16, true, true>(acc, smem_base, release, s, held, k != 0, tma_only);
       if (++s == S) s = 0, ++pass;
     }
   };
@@ -460,7 +499,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
     tjk::wgmma_wait<0>();
     pin_acc(first);
     pin_acc(second);
-    if (held >= 0) tjk::mbar_arrive(empty0 + 8 * held);
+    if (held >= 0) release(held);
     held = -1;
     pair_done(q, first, second);
   }

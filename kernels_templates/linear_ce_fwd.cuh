@@ -40,6 +40,10 @@ struct CeFwdParams {
   // is over a copy of its rows in position order, so its tiles come by TMA although the segment
   // has an order.
   int weights_in_position_order = 0;
+  // CTAs per thread block cluster along the splits (the launch's cluster dimension y; 1: none):
+  // the KL forward on the Hopper loop, where a cluster's CTAs share their row tile and read each
+  // step's A tile once for all (linear_ce_kl.cuh).
+  int split_cluster = 1;
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
 

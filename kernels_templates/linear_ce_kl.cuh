@@ -136,6 +136,19 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   const int t_begin = blockIdx.y * p.tiles_per_split;
   const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
   const int ks = kl_ksteps(R.dim, T.dim);
+  const int pairs = t_end > t_begin ? t_end - t_begin : 0;
+  // A cluster of CTAs along the splits (p.split_cluster; Hopper loop only) shares the row tile:
+  // each CTA reads a slice of every step's A tile for all, so all run as many pairs as the
+  // cluster's first split has (the longest), skipping those they do not have.
+  int cluster = 1, rank = 0, loop_pairs = pairs;
+  if constexpr (Cta::kWarpSpecialized) {
+    cluster = p.split_cluster;
+    if (cluster > 1) {
+      rank = int(tjk::cluster_ctarank());
+      const int first = (int(blockIdx.y) - rank) * p.tiles_per_split;
+      loop_pairs = max(min(L.num_tiles, first + p.tiles_per_split) - first, 0);
+    }
+  }
   const int lane = threadIdx.x & 31, wn = warp_n<Cta>();
   const float inv_t = T.inv_temperature;
   const bool smoothing = p.part_zsum != nullptr;
@@ -159,10 +172,14 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   KlCopies<Cta> copies;
   auto load = [&](u16* a_tile, u16* b_tile, int step) {
     const int h = step / ks;
+    if ((h >> 1) >= pairs) return;  // a pair only the cluster has: its A comes by TMA
     copies(a_tile, b_tile, product_of(h), h, row0, R.n_kept, (step % ks) * Cta::kK);
   };
   auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    kl_load_boxes(maps, product_of(step / ks), row0, (step % ks) * Cta::kK, a_tile, full);
+    const int h = step / ks;
+    const bool own = (h >> 1) < pairs;  // else only this CTA's slice of A, for its peers
+    kl_load_boxes(maps, product_of(own ? h : h & 1), row0, (step % ks) * Cta::kK, a_tile, full,
+                  own, cluster, rank);
   };
   const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
 
@@ -176,7 +193,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int mi = r >> 1, h = r & 1, k = row0 + acc_row<Cta>(mi, h);
-      const bool row_ok = k < R.n_kept;
+      const bool row_ok = k < R.n_kept && pair < pairs;  // (a pair only the cluster has: none)
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
       float zmax = neg_inf(), tmax = neg_inf();  // target excluded
@@ -248,11 +265,11 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     }
   };
 
-  const int pairs = t_end > t_begin ? t_end - t_begin : 0;
   if constexpr (Cta::kWarpSpecialized) {  // both tiles of a pair in registers of their own
     typename Cta::Acc student, teacher;
-    if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(smem, pairs, ks, load, pair_done, student, teacher,
-                                            load_boxes, all_boxes))
+    if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(smem, loop_pairs, ks, load, pair_done, student,
+                                            teacher, load_boxes, all_boxes,
+                                            skip_when([&](int q) { return q >= pairs; }), cluster))
       return;  // a loading warpgroup: done
   } else {  // the student's tile copied aside while the teacher's accumulates
     typename Cta::Acc student, acc;

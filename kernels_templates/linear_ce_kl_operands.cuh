@@ -82,13 +82,25 @@ __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher&
 }
 
 // The Hopper loop's TMA copies of a step (K columns k0..) of product `q` over the kKlRows kept
-// rows from row0: the A tile and, where q.boxed, the B tile (kTileIds weight rows in position
-// order) after it; one arrival on `full` with the bytes.
+// rows from row0: the A tile and, where q.boxed and `weights`, the B tile (kTileIds weight rows in
+// position order) after it; one arrival on `full` with the bytes. In a cluster of `cluster` CTAs
+// sharing row0 (the KL forward's, gemm_loop_sm90_ws_pairs), this CTA (`rank`) reads the A tile's
+// rank-th slice of kKlRows / cluster rows into every one's stage (the hidden maps' boxes are that
+// slice) and its peers the others, so `full` expects the whole tile all the same.
 __device__ __forceinline__ void kl_load_boxes(const CeKlMaps& maps, const KlProduct& q, int row0,
-                                              int k0, u32 a_tile, u32 full) {
-  tjk::mbar_arrive_expect_tx(full, (kKlRows + (q.boxed ? kTileIds : 0)) * kRowBytes);
-  tjk::tma_load_2d(a_tile, q.of_teacher ? &maps.teacher_hidden : &maps.hidden, k0, row0, full);
-  if (q.boxed)
+                                              int k0, u32 a_tile, u32 full, bool weights = true,
+                                              int cluster = 1, int rank = 0) {
+  const bool b = weights && q.boxed;
+  tjk::mbar_arrive_expect_tx(full, (kKlRows + (b ? kTileIds : 0)) * kRowBytes);
+  const tjk::TmaDescriptor* hidden = q.of_teacher ? &maps.teacher_hidden : &maps.hidden;
+  if (cluster == 1) {
+    tjk::tma_load_2d(a_tile, hidden, k0, row0, full);
+  } else {
+    const int rows = kKlRows / cluster;
+    tjk::tma_load_2d_multicast(a_tile + rank * rows * kRowBytes, hidden, k0, row0 + rank * rows,
+                               full, static_cast<unsigned short>((1u << cluster) - 1));
+  }
+  if (b)
     tjk::tma_load_2d(a_tile + CeKlWsCta::kAElems * 2,
                      q.of_teacher ? &maps.teacher_weight[q.s] : &maps.weight[q.s], k0, q.lbase,
                      full);

@@ -5,7 +5,8 @@
 //
 // PTX ISA sections relied on: 9.7.9.25.5.2 cp.async.bulk.tensor; 9.7.9.15 prefetch.tensormap;
 // 9.7.13.15 mbarrier (init, arrive, expect-tx, try_wait.parity, phase completion); 9.7.13.4
-// fence.mbarrier_init; 9.7.13.1 bar.sync / bar.arrive; 9.7.19.5 setmaxnreg.
+// fence.mbarrier_init; 9.7.13.1 bar.sync / bar.arrive, barrier.cluster; 9.7.9.21 mapa;
+// 9.7.19.5 setmaxnreg.
 #pragma once
 
 #include "mma.cuh"
@@ -88,6 +89,19 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDescriptor* m
       : "memory");
 }
 
+// tma_load_2d into every CTA of the cluster whose bit is set in `cta_mask` (by %cluster_ctarank):
+// the box lands at `dst` in each one's shared memory, and each one's mbarrier at `bar` (the same
+// offsets in every CTA) sees complete-tx of the box's bytes. One read of the box serves them all.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaDescriptor* map,
+                                                      int c0, int c1, unsigned bar,
+                                                      unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(generic_address(map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
 // Stores the box at `src` (shared memory, laid out as a load of the same box would write it) to
 // the 2-D tensor map's box at (c0, c1) (elements outside the tensor are skipped); one bulk
 // async-group per bulk_commit_group. The writes to `src` through the generic proxy must be made
@@ -143,6 +157,33 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+}
+
+// Thread block clusters (launched with a cluster dimension; a CTA launched without one is a
+// cluster of its own). This CTA's rank in its cluster:
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster meets here; what each wrote before (its mbarriers'
+// initialisation included, after mbar_init_fence) is visible to all after.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// An arrival on the mbarrier at shared address `bar` of the cluster's CTA `rank` (the same offset
+// as this CTA's), with the default semantics (release at CTA scope). What it orders is this
+// CTA's completed wgmma reads of a stage before the peer's next TMA copy into it, both in the
+// async proxy; release at cluster scope would add a GPU-wide memory barrier (MEMBAR.ALL.GPU) to
+// every arrival.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+      "r"(rank)
+      : "memory");
 }
 
 // A word of shared memory by its address: what one thread hands another under an mbarrier (the

@@ -56,6 +56,7 @@ struct Driver::EntryPoints {
   PFN_cuEventElapsedTime_v2000 event_elapsed_time = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
   PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encode_tiled = nullptr;  // optional (CUDA 12.0+)
+  PFN_cuLaunchKernelEx_v11060 launch_kernel_ex = nullptr;                // optional (CUDA 11.6+)
 
   std::mutex contexts_mutex;
   std::vector<CUcontext> primary_contexts;  // by ordinal, retained on first use
@@ -191,6 +192,9 @@ Driver* Driver::create(std::string& reason) {
   // Optional: only the Hopper kernels need it, and they say so when it is missing.
   if (driver_version >= 12000)
     (void)resolver.resolve(api->tensor_map_encode_tiled, "cuTensorMapEncodeTiled", 12000);
+  // Optional: only launches with a thread block cluster need it (sm_90 kernels).
+  if (driver_version >= 11060)
+    (void)resolver.resolve(api->launch_kernel_ex, "cuLaunchKernelEx", 11060);
 
   std::unique_ptr<Driver> driver(new Driver());
   driver->api_ = api.get();
@@ -327,6 +331,34 @@ void Driver::launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y
   check(api_->launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                             shared_bytes, stream, params, nullptr),
         "cuLaunchKernel");
+}
+
+void Driver::launch_kernel_cluster(CUfunction function, unsigned grid_x, unsigned grid_y,
+                                   unsigned grid_z, unsigned block_x, unsigned block_y,
+                                   unsigned block_z, unsigned cluster_x, unsigned cluster_y,
+                                   unsigned cluster_z, unsigned shared_bytes, CUstream stream,
+                                   void** params) {
+  TILEJIT_USER_CHECK(api_->launch_kernel_ex,
+                     "the CUDA driver ({}) has no cuLaunchKernelEx: thread block clusters need a "
+                     "CUDA 11.6 or newer driver",
+                     driver_version_);
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = cluster_x;
+  cluster.value.clusterDim.y = cluster_y;
+  cluster.value.clusterDim.z = cluster_z;
+  CUlaunchConfig config{};
+  config.gridDimX = grid_x;
+  config.gridDimY = grid_y;
+  config.gridDimZ = grid_z;
+  config.blockDimX = block_x;
+  config.blockDimY = block_y;
+  config.blockDimZ = block_z;
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  check(api_->launch_kernel_ex(&config, function, params, nullptr), "cuLaunchKernelEx");
 }
 
 void Driver::tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,

@@ -62,6 +62,12 @@ class Driver {
   void launch_kernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                      unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                      CUstream stream, void** params);
+  // The same with a thread block cluster of (cluster_x, cluster_y, cluster_z) CTAs (each grid
+  // dimension a multiple of the cluster's); needs cuLaunchKernelEx (UserError without it).
+  void launch_kernel_cluster(CUfunction function, unsigned grid_x, unsigned grid_y,
+                             unsigned grid_z, unsigned block_x, unsigned block_y, unsigned block_z,
+                             unsigned cluster_x, unsigned cluster_y, unsigned cluster_z,
+                             unsigned shared_bytes, CUstream stream, void** params);
 
   // Tensor maps (TMA descriptors, compute capability 9.0+): cuTensorMapEncodeTiled, checked
   // like every call; a UserError on a driver older than CUDA 12.0, which lacks it.

@@ -106,15 +106,15 @@ float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType 
 }  // namespace
 
 CeKlMaps linear_ce::kl_operand_maps(const CeLayout& layout, const CeRows& rows,
-                                    const CeTeacher& teacher, bool f16) {
+                                    const CeTeacher& teacher, bool f16, int cluster) {
   static_assert(kCeKlTmaRows == LinearCeWorkspace::kKlFwdRows &&
                     kCeKlRows == LinearCeWorkspace::kKlFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the KL tiles");
   CeKlMaps maps{};
-  maps.hidden = encode_tensor_map(
-      ce_kl_hidden_tensor_map_args(rows.hidden, rows.n_kept, rows.dim, rows.hidden_stride, f16));
+  maps.hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(rows.hidden, rows.n_kept, rows.dim,
+                                                                rows.hidden_stride, f16, cluster));
   maps.teacher_hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(
-      teacher.hidden, rows.n_kept, teacher.dim, teacher.hidden_stride, f16));
+      teacher.hidden, rows.n_kept, teacher.dim, teacher.hidden_stride, f16, cluster));
   for (int32_t s = 0; s < layout.num_segments; ++s) {
     const CeSegment& seg = layout.seg[s];
     const CeSegment& tseg = teacher.layout.seg[s];
@@ -154,6 +154,15 @@ CeTileLoop linear_ce_tile_loop() {
   TILEJIT_USER_CHECK(value.empty() || value == "sm90",
                      "TILEJIT_CE_LOOP is '{}': want 'portable' or 'sm90'", value);
   return CeTileLoop::Sm90;  // the wgmma loop where the module is compiled for sm_90a
+}
+
+// LinearCeOptions::kl_forward_cluster, checked; 0 the default.
+static int kl_forward_cluster(const LossProgram& prog, const LinearCeOptions& options) {
+  const int c = options.kl_forward_cluster;
+  TILEJIT_USER_CHECK(c == 0 || c == 1 || c == 2 || c == 4,
+                     "program {}: kl_forward_cluster is {}: want 1, 2 or 4 CTAs (0: the default)",
+                     prog.name, c);
+  return c == 0 ? 1 : c;
 }
 
 std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype,
@@ -329,6 +338,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   shape.analytic_smoothing = st->analytic_smoothing;
   shape.kl = P.kl.has_value();
   shape.teacher_dim = st->teacher.dim;
+  // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage; the
+  // KL forward runs there in clusters along the splits (LinearCeOptions::kl_forward_cluster).
+  const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  const int kl_cluster_asked = kl_forward_cluster(P, options);  // checked on every path
+  const int kl_cluster = P.kl && sm90_loop ? kl_cluster_asked : 1;
+  shape.split_cluster = kl_cluster;
   st->grad_buffer_bytes = options.grad_buffer_bytes;
   try {
     st->ws = plan_linear_ce(shape);
@@ -400,8 +415,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   CeKlMaps kl_maps{};
   void* fwd_params[] = {st->args.data(), &p, P.kl ? static_cast<void*>(&kl_maps) : &maps};
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
-  // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage.
-  const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const bool sm90_fwd = !P.kl && sm90_loop;
   const int fwd_threads = P.kl ? (sm90_loop ? kCeKlFwdSm90Threads : kCeKlFwdThreads)
                                : (sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads);
@@ -448,7 +461,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   }
   if (P.kl && sm90_loop) {  // likewise, both sides of an ordered segment: the teacher's from the
                             // pool, unless it shares the student's weights (and so the copy)
-    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
+    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16, kl_cluster);
+    p.split_cluster = kl_cluster;
     const CeTeacher& t = p.kl.teacher;
     for (int32_t s = 0; s < p.layout.num_segments; ++s) {
       const CeSegment& seg = p.layout.seg[s];
@@ -467,7 +481,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
-         {static_cast<unsigned>(fwd_threads)}, fwd_smem, stream, fwd_params);
+         {static_cast<unsigned>(fwd_threads)}, {1, static_cast<unsigned>(kl_cluster)}, fwd_smem,
+         stream, fwd_params);
   // The copies go back to the pool in stream order once the kernel is done: the host waits for
   // nothing.
   ordered_weights.clear();

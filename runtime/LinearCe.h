@@ -154,6 +154,12 @@ struct LinearCeOptions {
   // the forward (transient, V_s x D elements; with a KL term the teacher's too) rather than
   // gather its rows (see above).
   bool copy_ordered_weights = true;
+  // A KL term's forward on the Hopper path runs in thread block clusters of this many CTAs (1, 2
+  // or 4; 0: the default, 1) along the vocabulary splits: the CTAs of a cluster take the same
+  // 128 kept rows and each reads a slice of every K step's rows for all (TMA multicast), so the
+  // rows, which every vocabulary tile reads again, cross from memory once per cluster. Other
+  // paths ignore it.
+  int kl_forward_cluster = 0;
   std::shared_ptr<VocabOrder> vocab_order;  // VocabOrdering::State: the order to use
 };
 

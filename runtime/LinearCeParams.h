@@ -72,6 +72,7 @@ struct CeFwdParams {
   uint16_t* tile_max = nullptr;  // bf16 [num_tiles, 2 column warps, n_kept] (KL: 1 part)
   int32_t tiles_per_split = 1;
   int32_t weights_in_position_order = 0;  // bit s: the weight map of segment s is over a copy
+  int32_t split_cluster = 1;              // CTAs per cluster along the splits (KL, Hopper loop)
   CeKlForward kl;
 };
 struct CeMergeParams {

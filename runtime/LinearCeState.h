@@ -91,8 +91,10 @@ struct Storage {
 // A KL program's tensor maps on the Hopper loop (kernels_templates/linear_ce_kl_operands.cuh):
 // the student's and the teacher's compacted kept rows and each segment's weights, both sides; a
 // segment with an order (in `layout`, or the teacher's) is gathered with cp.async and gets no map.
+// The hidden rows' boxes are slices of 128 / cluster rows for a forward in clusters of `cluster`
+// CTAs (CeFwdParams::split_cluster).
 CeKlMaps kl_operand_maps(const CeLayout& layout, const CeRows& rows, const CeTeacher& teacher,
-                         bool f16);
+                         bool f16, int cluster = 1);
 
 }  // namespace linear_ce
 

@@ -40,12 +40,14 @@ inline TiledTensorMapArgs ce_hidden_tensor_map_args(const void* data, int64_t ro
   return ce_operand_tensor_map_args(data, rows, dim, dim, kCeFwdTmaRows, f16);
 }
 
-// The KL forward's (tilejit_ce::CeKlMaps): the compacted kept rows of E or of the teacher's
-// hidden states, in boxes of its 128-row tile.
+// The KL kernels' (tilejit_ce::CeKlMaps): the compacted kept rows of E or of the teacher's
+// hidden states, in boxes of their 128-row tile, or of its slice of 128 / cluster rows where a
+// cluster of `cluster` CTAs loads the tile together (the KL forward's split_cluster).
 inline constexpr int kCeKlTmaRows = 128;  // tilejit_ce::kKlRows
 inline TiledTensorMapArgs ce_kl_hidden_tensor_map_args(const void* data, int64_t rows,
-                                                       int64_t dim, int64_t row_stride, bool f16) {
-  return ce_operand_tensor_map_args(data, rows, dim, row_stride, kCeKlTmaRows, f16);
+                                                       int64_t dim, int64_t row_stride, bool f16,
+                                                       int cluster = 1) {
+  return ce_operand_tensor_map_args(data, rows, dim, row_stride, kCeKlTmaRows / cluster, f16);
 }
 
 // A segment's weight rows (a vocabulary tile's box), or the forward's copy of them in the

@@ -10,13 +10,15 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Forward split count: the grid fwd_row_tiles x splits should fill whole waves of resident CTAs,
-// each CTA long enough (several vocabulary tiles) to hide its pipeline start.
+// each CTA long enough (several vocabulary tiles) to hide its pipeline start. The splits are a
+// multiple of s.split_cluster (whole clusters; the last ones may then be short or empty).
 void choose_splits(LinearCeWorkspace& ws, const LinearCeShape& s) {
   const int64_t slots = int64_t(s.num_sms) * s.ctas_per_sm;
   const int64_t work = int64_t(ws.fwd_row_tiles) * ws.num_tiles;
+  const int64_t cluster = std::max(s.split_cluster, 1);
   double best = -1;
   for (int64_t per = 1; per <= ws.num_tiles; ++per) {
-    int64_t splits = ceil_div(ws.num_tiles, per);
+    int64_t splits = ceil_div(ceil_div(ws.num_tiles, per), cluster) * cluster;
     int64_t ctas = splits * ws.fwd_row_tiles;
     double efficiency = double(work) / double(ceil_div(ctas, slots) * slots * per);
     if (per < 4 && ws.num_tiles >= 4) efficiency *= 0.9;  // short CTAs: pipeline fill dominates
@@ -25,7 +27,7 @@ void choose_splits(LinearCeWorkspace& ws, const LinearCeShape& s) {
       ws.tiles_per_split = int(per);
       ws.splits = int(splits);
     }
-    if (splits == 1) break;
+    if (per >= ws.num_tiles) break;
   }
 }
 

@@ -21,6 +21,7 @@ struct LinearCeShape {
   bool analytic_smoothing = false;  // identity logit_mod + smoothing: column-sum vectors
   bool backward = true;
   bool kl = false;          // a KL term: the teacher's rows, statistics and tile maxima
+  int split_cluster = 1;    // the forward's splits come in clusters of this many (a multiple)
   int64_t teacher_dim = 0;  // D_t (KL)
 };
 

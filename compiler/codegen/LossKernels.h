@@ -68,7 +68,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
 inline constexpr size_t kCeLayoutBytes = 336;
-inline constexpr size_t kCeFwdParamsBytes = 848;
+inline constexpr size_t kCeFwdParamsBytes = 856;
 inline constexpr size_t kCeFwdMapsBytes = 640;
 inline constexpr size_t kCeKlMapsBytes = 1280;
 inline constexpr size_t kCeBwdMapsBytes = 896;

@@ -86,6 +86,7 @@ struct Case {
   std::optional<Kl> kl = std::nullopt;
   bool i64_targets = false;
   bool copy_ordered_weights = true;      // LinearCeOptions::copy_ordered_weights
+  int kl_forward_cluster = 0;            // LinearCeOptions::kl_forward_cluster
   bool weight_grad_16 = false;           // dC outputs in E's dtype rather than f32
   bool grad_outputs_at_forward = false;  // dC outputs given to the forward, not the backward
   // The forward on one stream, the backward on another that waits for it (an event), and the
@@ -273,6 +274,7 @@ class Problem {
     options.vocab_ordering = c.ordering;
     options.vocab_order = c.order;
     options.copy_ordered_weights = c.copy_ordered_weights;
+    options.kl_forward_cluster = c.kl_forward_cluster;
     std::optional<ScopedStream> fwd_stream, bwd_stream;  // outlive the state
     if (c.two_streams) fwd_stream.emplace(), bwd_stream.emplace();
     LinearCeForward fwd = linear_cross_entropy_forward(

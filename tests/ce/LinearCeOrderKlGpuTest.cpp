@@ -392,6 +392,47 @@ TEST_F(LinearCeGpu, KlManyPairsPerCta) {
   Problem(c).check();
 }
 
+// The KL forward on the Hopper loop in clusters of 1, 2 and 4 CTAs along the vocabulary splits
+// (each CTA of a cluster reading a slice of the kept rows for all): 63 vocabulary tiles, so the
+// last cluster's splits are short or empty and its CTAs run pairs they skip; 1000 rows, the last
+// row tile partial (its slices past the rows read as zeros). Ordered weights copied into position
+// order (all tiles by TMA) and gathered (the weights by cp.async beside the multicast rows).
+TEST_F(LinearCeGpu, KlForwardClusters) {
+  std::vector<SegSpec> segs = {{0, 6000, true}, {6100, 2000, false}};
+  for (int cluster : {1, 2, 4}) {
+    for (bool copied : {true, false}) {
+      const std::string name =
+          fmt::format("kl_cluster_{}_{}", cluster, copied ? "copied" : "gathered");
+      Case c{.name = name.c_str(),
+             .program = "",
+             .segments = segs,
+             .n = 1000,
+             .d = 64,
+             .peak = 8,
+             .threshold = -1,
+             .seed = 53 + cluster,
+             .kl = Case::Kl{.alpha = 0.3, .temperature = 1.5, .own_teacher = true,
+                            .teacher_d = 96}};
+      c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
+      c.ordering = VocabOrdering::AverageLogit;
+      c.copy_ordered_weights = copied;
+      c.kl_forward_cluster = cluster;
+      Problem(c).check();
+    }
+  }
+  Case bad = gapped("kl_cluster_3", -1);
+  bad.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
+  bad.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*bad.kl, kGapped) + "}\n";
+  bad.kl_forward_cluster = 3;
+  try {
+    Problem(bad).check();
+    FAIL() << "a cluster of 3 was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("kl_forward_cluster is 3"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(LinearCeGpu, KlDeterministic) {
   Case c = gapped("kl_deterministic", -1);
   c.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
