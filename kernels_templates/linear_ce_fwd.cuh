@@ -44,8 +44,30 @@ struct CeFwdParams {
   // the KL forward on the Hopper loop, where a cluster's CTAs share their row tile and read each
   // step's A tile once for all (linear_ce_kl.cuh).
   int split_cluster = 1;
+  // > 0: the order the grid's CTAs (or clusters) take their (row tile, split) in: groups of
+  // row_group row tiles, every split of a group before the next (fwd_grid_tile), so the CTAs
+  // running together share rows and weights in L2; 0: row tile blockIdx.x, split blockIdx.y.
+  int row_group = 0;
   CeKlForward kl;  // the KL term's part (linear_ce_kl.cuh); unused without one
 };
+
+// The row tile and split of this CTA of a forward grid (row tiles x splits, in clusters of
+// `cluster` CTAs along the splits) taken in groups of `group` row tiles (CeFwdParams::row_group;
+// 0: none): the clusters in launch order (blockIdx.x fastest) go through a group's row tiles for
+// each split (cluster) in turn, so the CTAs running at once share about sqrt(SMs) row tiles and as
+// many vocabulary tiles rather than one vocabulary tile and a row tile each, and their operands'
+// reads meet in L2. A cluster's CTAs stay together: the same row tile, consecutive splits.
+struct FwdGridTile {
+  int row_tile, split;
+};
+__device__ __forceinline__ FwdGridTile fwd_grid_tile(int group, int cluster) {
+  if (group <= 0) return {int(blockIdx.x), int(blockIdx.y)};
+  const int nx = gridDim.x, ny = gridDim.y / cluster;
+  const int id = blockIdx.x + nx * (blockIdx.y / cluster);  // the cluster's launch order
+  const int g = id / (group * ny), i = id - g * group * ny;
+  const int rows = min(group, nx - g * group);  // the last group's may be fewer
+  return {g * group + i % rows, i / rows * cluster + int(blockIdx.y) % cluster};
+}
 
 // The forward's tensor maps: the kept rows of E, packed [n_kept, dim] (the runtime compacts them),
 // 2-D over (dim, n_kept), 64 x kFwdRows boxes, and each segment's weight rows, 2-D over
@@ -111,8 +133,9 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
 
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const int row0 = blockIdx.x * kFwdRows;
-  const int t_begin = blockIdx.y * p.tiles_per_split;
+  const FwdGridTile at = fwd_grid_tile(p.row_group, 1);
+  const int row0 = at.row_tile * kFwdRows;
+  const int t_begin = at.split * p.tiles_per_split;
   const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
   const int ksteps = (R.dim + Cta::kK - 1) / Cta::kK;
   const int lane = threadIdx.x & 31, wn = Cta::col_warp(), part0 = Cta::col(0) / 64;
@@ -352,7 +375,7 @@ __device__ __forceinline__ void linear_ce_fwd_tiles(const Args& args, const CeFw
       lse_merge(mm, ss, red[0][w][r], red[1][w][r]);
       zz += red[2][w][r];
     }
-    long long o = (long long)blockIdx.y * R.n_kept + row0 + r;
+    long long o = (long long)at.split * R.n_kept + row0 + r;
     p.part_max[o] = mm;
     p.part_sum[o] = ss;
     if (p.part_zsum) p.part_zsum[o] = zz;

@@ -13,6 +13,13 @@
 // (in the portable CTA the four column warps merged through shared memory), target excluded.
 // linear_ce_merge (linear_ce_fwd.cuh) combines the splits, KL included.
 //
+// On the Hopper loop the launch may group the splits in thread block clusters of
+// CeFwdParams::split_cluster CTAs (1, 2 or 4; cluster dimension y): the CTAs of a cluster take
+// the same 128 kept rows, which each vocabulary tile's products read again, and each loads
+// 128 / cluster of them per K step into every CTA's ring (TMA multicast), so they cross from
+// memory once per cluster rather than once per CTA. A stage is refilled once all of the
+// cluster's computing warps are done with it (gemm_loop_sm90_ws_pairs).
+//
 // The backward's KL gradient entries are computed by linear_ce_grad_kl (linear_ce_bwd.cuh: the
 // portable linear_ce_grad<..., kKl = true>, or linear_ce_grad_kl_ws on the Hopper loop), which
 // recomputes both tiles the same way.
@@ -132,20 +139,21 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   const CeLayout& L = p.layout;
   const CeTeacher& T = p.kl.teacher;
   const CeRows& R = p.rows;
-  const int row0 = blockIdx.x * Cta::kM;
-  const int t_begin = blockIdx.y * p.tiles_per_split;
+  const int cluster = Cta::kWarpSpecialized ? p.split_cluster : 1;
+  const FwdGridTile at = fwd_grid_tile(p.row_group, cluster);
+  const int row0 = at.row_tile * Cta::kM;
+  const int t_begin = at.split * p.tiles_per_split;
   const int t_end = min(L.num_tiles, t_begin + p.tiles_per_split);
   const int ks = kl_ksteps(R.dim, T.dim);
   const int pairs = t_end > t_begin ? t_end - t_begin : 0;
   // A cluster of CTAs along the splits (p.split_cluster; Hopper loop only) shares the row tile:
   // each CTA reads a slice of every step's A tile for all, so all run as many pairs as the
   // cluster's first split has (the longest), skipping those they do not have.
-  int cluster = 1, rank = 0, loop_pairs = pairs;
+  int rank = 0, loop_pairs = pairs;
   if constexpr (Cta::kWarpSpecialized) {
-    cluster = p.split_cluster;
     if (cluster > 1) {
       rank = int(tjk::cluster_ctarank());
-      const int first = (int(blockIdx.y) - rank) * p.tiles_per_split;
+      const int first = (at.split - rank) * p.tiles_per_split;
       loop_pairs = max(min(L.num_tiles, first + p.tiles_per_split) - first, 0);
     }
   }
@@ -312,7 +320,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
 #pragma unroll
       for (int i = 0; i < 8; ++i) red[i][wn][row] = v[i];
     } else if (row0 + row < R.n_kept) {  // the quad held the whole row
-      const long long o = (long long)blockIdx.y * R.n_kept + row0 + row;
+      const long long o = (long long)at.split * R.n_kept + row0 + row;
       p.part_max[o] = S.m;
       p.part_sum[o] = S.s;
       if (p.part_zsum) p.part_zsum[o] = zs[r];
@@ -337,7 +345,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
       lse_merge(tm, ts, red[3][w][r], red[4][w][r]);
       lse_merge_scaled(qm, qs, c, red[5][w][r], red[6][w][r], red[7][w][r]);
     }
-    long long o = (long long)blockIdx.y * R.n_kept + row0 + r;
+    long long o = (long long)at.split * R.n_kept + row0 + r;
     p.part_max[o] = m;
     p.part_sum[o] = s;
     if (p.part_zsum) p.part_zsum[o] = z;

@@ -73,6 +73,7 @@ struct CeFwdParams {
   int32_t tiles_per_split = 1;
   int32_t weights_in_position_order = 0;  // bit s: the weight map of segment s is over a copy
   int32_t split_cluster = 1;              // CTAs per cluster along the splits (KL, Hopper loop)
+  int32_t row_group = 0;                  // row tiles per group of the grid's order (0: none)
   CeKlForward kl;
 };
 struct CeMergeParams {
