@@ -75,6 +75,8 @@ struct CeBwdParams {
   const int* pair_first = nullptr;    // [num_tiles + 1]: the first pair of each tile
   const int* staged_first = nullptr;  // [num_tiles + 1]: the staged tiles before each tile
   const int2* pair_list = nullptr;    // [pairs]: (tile, row tile and halves: pair_row_tile ...)
+  const int* pair_visit = nullptr;    // [pairs]: the order a chunk's pairs are computed in
+                                      // (linear_ce_pair_visit), or nullptr: pair_list's
   u16* grad = nullptr;                // G: the chunk's pairs' 128 x 128 blocks
   float* d_hidden = nullptr;          // [n_rows, dim] fp32 (original rows)
   long long d_hidden_stride = 0;
@@ -427,13 +429,18 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   const int b = blockIdx.x, grid = gridDim.x;
   const int tiles = b < pairs ? (pairs - b + grid - 1) / grid : 0;
   const int ks = kl_ksteps(R.dim, T.dim);
+  // This CTA's t-th pair (its index in pair_list), in p.pair_visit's order where given.
+  auto pair_index = [&](int t) {
+    const int k = first + b + t * grid;
+    return p.pair_visit ? p.pair_visit[k] : k;
+  };
   // The loaders' view of product h = step / ks: product h % 2 of this CTA's tile h / 2.
   int located = -1, row0 = 0;
   KlProduct q{};
   auto locate = [&](int step) {
     const int h = step / ks;
     if (h != located) {
-      const int2 pair = p.pair_list[first + b + (h >> 1) * grid];
+      const int2 pair = p.pair_list[pair_index(h >> 1)];
       q = kl_product(L, T, R, pair.x, h & 1, 0);
       row0 = pair_row_tile(pair.y) * kTileRows;
       located = h;
@@ -454,10 +461,10 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   const GradOutTile<64> out{
       reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes, 2 + wg,
       (threadIdx.x & 127) == 0};
-  auto pair_of = [&](int t) { return p.pair_list[first + b + t * grid]; };
   auto pair_done = [&](int t, typename Cta::Acc& student, typename Cta::Acc& teacher) {
-    const int block = b + t * grid;  // the pair's block of G in this chunk
-    const int2 pair = pair_of(t);
+    const int index = pair_index(t);
+    const int block = index - first;  // the pair's block of G in this chunk
+    const int2 pair = p.pair_list[index];
     const int s = tile_segment(L, pair.x);
     const CeSegment& S = L.seg[s];
     out.acquire();
@@ -468,7 +475,8 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     out.store(&maps.grad, block * kTileRows + 64 * wg);
   };
   // A warpgroup skips both products of a pair whose half it holds is not computed.
-  auto skip = skip_when([&](int t) { return !(pair_halves(pair_of(t).y) >> wg & 1); });
+  auto skip =
+      skip_when([&](int t) { return !(pair_halves(p.pair_list[pair_index(t)].y) >> wg & 1); });
   typename Cta::Acc student, teacher;
   if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
                                           load_boxes, kl_all_boxes(L, T, 0), skip))

@@ -189,6 +189,33 @@ __device__ __forceinline__ void linear_ce_pair_list(const int* col_list, const i
     pair_list[first + k] = make_int2(t, col_list[(long long)t * num_row_tiles + k]);
 }
 
+// The order the gradient tiles of a chunk (vocabulary tiles [chunk_first, + chunk_tiles)) compute
+// its pairs in: visit[k], k from pair_first[chunk_first] on, is the k-th pair to compute. The
+// Hopper loop's persistent CTAs take the pairs in turns, so the CTAs running at once take about
+// as many consecutive entries of `visit`: in pair_list's order those are one vocabulary tile's
+// row tiles, each CTA reading rows of its own (again for every vocabulary tile). Here the chunk's
+// tiles go in groups of `group`, and within a group the first `group` visited row tiles of each
+// tile, then the next `group` of each, and so on: the CTAs running at once share about `group`
+// row tiles and `group` vocabulary tiles, whose reads meet in L2. One thread per pair of the
+// chunk (grid: ceil(pairs / blockDim)).
+__device__ __forceinline__ void linear_ce_pair_visit(const int* pair_first, const int2* pair_list,
+                                                     int chunk_first, int chunk_tiles, int group,
+                                                     int* visit) {
+  const int i = pair_first[chunk_first] + int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= pair_first[chunk_first + chunk_tiles]) return;
+  const int t = pair_list[i].x, r = i - pair_first[t];  // the pair: tile t's r-th row tile
+  const int c0 = chunk_first + (t - chunk_first) / group * group;  // t's group of tiles
+  const int c1 = min(c0 + group, chunk_first + chunk_tiles);
+  const int j0 = r / group * group;  // the first rank of r's block
+  int k = pair_first[c0] + (r - j0);
+  for (int c = c0; c < c1; ++c) {
+    const int n = pair_first[c + 1] - pair_first[c];
+    k += min(n, j0);                                // the group's blocks before r's
+    if (c < t) k += min(max(n - j0, 0), group);     // r's block, in the tiles before t
+  }
+  visit[k] = i;
+}
+
 // Column sums for the analytic smoothing term. Grid (ceil(dim / 256), parts): part j sums rows
 // [j*rows_per_part, ...) of `base` (row index map `rows` when given, weights when given) into
 // partial[j, :]. linear_ce_sum_parts then adds the parts in order.
@@ -249,6 +276,11 @@ __global__ void linear_ce_pair_list_kernel(const int* col_list, const int* col_c
                                            const int* pair_first, int num_tiles, int num_row_tiles,
                                            int2* pair_list) {
   linear_ce_pair_list(col_list, col_count, pair_first, num_tiles, num_row_tiles, pair_list);
+}
+__global__ void linear_ce_pair_visit_kernel(const int* pair_first, const int2* pair_list,
+                                            int chunk_first, int chunk_tiles, int group,
+                                            int* visit) {
+  linear_ce_pair_visit(pair_first, pair_list, chunk_first, chunk_tiles, group, visit);
 }
 __global__ void linear_ce_colsum_part_kernel(const u16* base, long long stride, int n,
                                              const int* rows, const float* weights, int dim,

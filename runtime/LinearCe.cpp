@@ -156,14 +156,6 @@ CeTileLoop linear_ce_tile_loop() {
   return CeTileLoop::Sm90;  // the wgmma loop where the module is compiled for sm_90a
 }
 
-// The forward grid's order (CeFwdParams::row_group): groups of about sqrt(SMs) row tiles, so the
-// CTAs running at once (one per SM) take as many row tiles as vocabulary tiles and read each of
-// them together, from L2. Measured on the KL forward (N 24,576, D 5120, V 248k, H100): 312 ms in
-// row-tile order, 218-225 ms with groups of 6 to 24.
-static int forward_row_group(int num_sms) {
-  return std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(num_sms)))));
-}
-
 // LinearCeOptions::kl_forward_cluster, checked; 0 the default.
 static int kl_forward_cluster(const LossProgram& prog, const LinearCeOptions& options) {
   const int c = options.kl_forward_cluster;
@@ -407,7 +399,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   p.target_raw = st->fwd<float>(ws.target_raw);
   p.tile_max = st->fwd<uint16_t>(ws.tile_max);
   p.tiles_per_split = ws.tiles_per_split;
-  p.row_group = forward_row_group(shape.num_sms);
+  p.row_group = shared_tiles_group(shape.num_sms);
   if (const char* g = std::getenv("TJ_ROW_GROUP")) p.row_group = std::atoi(g);  // EXPERIMENT
   float* kl_parts = st->fwd<float>(ws.kl_parts);
   const int64_t part = int64_t(ws.splits) * n_kept;

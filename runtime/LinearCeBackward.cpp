@@ -5,6 +5,7 @@
 // and linear_ce_corrections.cuh (dC of the unvisited tiles) per chunk.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -149,6 +150,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.pair_first = static_cast<int32_t*>(bwd(ws.pair_first));
   p.staged_first = static_cast<int32_t*>(bwd(ws.staged_first));
   p.pair_list = static_cast<int32_t*>(bwd(ws.pair_list));
+  // A KL program's gradient tiles on the Hopper loop compute each chunk's pairs in groups
+  // (linear_ce_pair_visit): the rows their products read again for every vocabulary tile then
+  // come from L2.
+  int32_t* pair_visit = P.kl && !std::getenv("TJ_NO_VISIT")  // EXPERIMENT
+                            ? static_cast<int32_t*>(bwd(ws.pair_visit))
+                            : nullptr;
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
   // their weight tiles come by TMA, staged per chunk for segments with an order.
   const bool sm90_products = K.hopper_products();
@@ -333,6 +340,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       run(stage, {chunk, unsigned(kTileIds / 8)}, {256}, 0, stream, layout,
           static_cast<const int32_t*>(p.col_count), static_cast<const int32_t*>(p.staged_first),
           p.chunk_first, dim, staged);
+    }
+    if (ch.pairs > 0 && sm90_grad && pair_visit) {
+      const int32_t group = shared_tiles_group(ws.num_sms);
+      run(K.function(LossModule::Rows, "linear_ce_pair_visit"),
+          {blocks(ch.pairs, 256)}, {256}, 0, stream, static_cast<const int32_t*>(p.pair_first),
+          static_cast<const int32_t*>(p.pair_list), p.chunk_first, p.chunk_tiles, group,
+          pair_visit);
+      p.pair_visit = pair_visit;
     }
     if (ch.pairs > 0) {
       // (the KL program's kernel takes all four, the other one the first three)

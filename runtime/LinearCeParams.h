@@ -108,7 +108,8 @@ struct CeBwdParams {
   const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
                 *col_count = nullptr, *col_steps = nullptr, *pair_rank = nullptr,
                 *pair_first = nullptr, *staged_first = nullptr,
-                *pair_list = nullptr;  // pair_list: int2 pairs
+                *pair_list = nullptr,  // pair_list: int2 pairs
+                *pair_visit = nullptr;
   void* grad = nullptr;
   float* d_hidden = nullptr;
   long long d_hidden_stride = 0;

@@ -106,6 +106,9 @@ const std::vector<CeEntry>& entries() {
       {M::Rows, "linear_ce_pair_list", "", "",
        "const int* col_list, const int* col_count, const int* pair_first, int num_tiles, "
        "int num_row_tiles, int2* pair_list"},
+      {M::Rows, "linear_ce_pair_visit", "", "",
+       "const int* pair_first, const int2* pair_list, int chunk_first, int chunk_tiles, "
+       "int group, int* visit"},
       {M::Rows, "linear_ce_colsum_part", "", "",
        "const unsigned short* base, long long stride, int n, const int* rows, "
        "const float* weights, int dim, int rows_per_part, int is_f16, float* partial"},
