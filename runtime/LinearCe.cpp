@@ -400,7 +400,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   p.tile_max = st->fwd<uint16_t>(ws.tile_max);
   p.tiles_per_split = ws.tiles_per_split;
   p.row_group = shared_tiles_group(shape.num_sms);
-  if (const char* g = std::getenv("TJ_ROW_GROUP")) p.row_group = std::atoi(g);  // EXPERIMENT
   float* kl_parts = st->fwd<float>(ws.kl_parts);
   const int64_t part = int64_t(ws.splits) * n_kept;
   if (P.kl) {

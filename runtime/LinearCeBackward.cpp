@@ -5,7 +5,6 @@
 // and linear_ce_corrections.cuh (dC of the unvisited tiles) per chunk.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -153,9 +152,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // A KL program's gradient tiles on the Hopper loop compute each chunk's pairs in groups
   // (linear_ce_pair_visit): the rows their products read again for every vocabulary tile then
   // come from L2.
-  int32_t* pair_visit = P.kl && !std::getenv("TJ_NO_VISIT")  // EXPERIMENT
-                            ? static_cast<int32_t*>(bwd(ws.pair_visit))
-                            : nullptr;
+  int32_t* pair_visit = P.kl ? static_cast<int32_t*>(bwd(ws.pair_visit)) : nullptr;
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
   // their weight tiles come by TMA, staged per chunk for segments with an order.
   const bool sm90_products = K.hopper_products();

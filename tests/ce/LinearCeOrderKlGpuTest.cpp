@@ -208,8 +208,10 @@ TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
 // between the forward and the backward), and the backward writes the gradients there,
 // bit-identical to buffers given to the backward; f32 and 16-bit buffers.
 TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
+  // (the Hopper loop's forward, not the portable one that TILEJIT_CE_LOOP=portable selects)
   const bool hopper =
-      Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9;
+      Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9 &&
+      linear_ce_tile_loop() == CeTileLoop::Sm90;
   const std::vector<std::vector<int32_t>> orders = gapped_orders();
   for (bool narrow : {false, true}) {
     Case late = gapped_fixed_order("gaps_bias_dC_at_backward");
