@@ -210,8 +210,8 @@ __device__ __forceinline__ void linear_ce_pair_visit(const int* pair_first, cons
   int k = pair_first[c0] + (r - j0);
   for (int c = c0; c < c1; ++c) {
     const int n = pair_first[c + 1] - pair_first[c];
-    k += min(n, j0);                                // the group's blocks before r's
-    if (c < t) k += min(max(n - j0, 0), group);     // r's block, in the tiles before t
+    k += min(n, j0);                             // the group's blocks before r's
+    if (c < t) k += min(max(n - j0, 0), group);  // r's block, in the tiles before t
   }
   visit[k] = i;
 }
