@@ -81,7 +81,7 @@ struct CeWgCta {
 // warpgroup 2, that only loads: its 128 threads issue the copies of every stage (cp.async, and
 // TMA where the caller has a tensor map) into a kStages ring and hand each stage over on an
 // mbarrier; the compute warpgroups wait for it, issue their products and release the stage on
-// another (gemm_loop_sm90_ws, or gemm_loop_sm90_ws_pairs for tiles in pairs). No barrier joins
+// another (gemm_loop_sm90_ws, or gemm_loop_sm90_ws_joint for tiles in pairs). No barrier joins
 // the two compute warpgroups inside the loop, and none of their issue slots go to copies.
 template <int M, int N, int Stages>
 struct CeWsCta : CeWgCta<M, N, Stages> {
@@ -291,7 +291,7 @@ struct RingRelease {
   }
 };
 
-// The loading warpgroup of a warp-specialised loop (gemm_loop_sm90_ws, gemm_loop_sm90_ws_pairs):
+// The loading warpgroup of a warp-specialised loop (gemm_loop_sm90_ws, gemm_loop_sm90_ws_joint):
 // fills the ring's stages with steps 0 .. steps - 1 in order, each once its stage is empty.
 // With cluster > 1 (the ring's stages filled by the cluster's CTAs together) its first thread
 // then waits for the last kStages steps' releases, by every CTA of the cluster: no peer's
@@ -436,31 +436,39 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
   return true;
 }
 
-// gemm_loop_sm90_ws for output tiles that come in pairs (a KL term's forward and gradient tiles:
-// the student's logits of a vocabulary tile, then the teacher's): pair q's first tile accumulates into `first`, its second
-// into `second`, and pair_done(q, first, second) runs once the second's products are done. Both
-// stay in registers from their products to pair_done; neither is copied (a copy inside the loop
-// has ptxas move every accumulator at every step, and spill). Each tile `steps_per_tile` K steps,
-// both operands K-major; load, load_tma and tma_only as for gemm_loop_sm90_ws; `smem` holds
-// Cta's ring, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
-// threads). The ring's protocol is gemm_loop_sm90_ws's.
+// gemm_loop_sm90_ws for output tiles that come in pairs over the same A rows and K steps (a KL
+// term's forward and gradient tiles: the student's logits of a vocabulary tile and the
+// teacher's), both products of a pair issued at every K step: pair q's first tile accumulates
+// into `first`, its second into `second`, and pair_done(q, first, second) runs once both are
+// done. Both stay in registers from their products to pair_done; neither is copied (a copy inside
+// the loop has ptxas move every accumulator at every step, and spill). A stage of Cta's ring holds
+// one step of both: the first product's A tile (Cta::kM rows, K-major), the second's after it,
+// then the first's B tile (Cta::kN rows, K-major) and the second's after it, which
+// shares_b(q) (computing threads; true: the pair's products have the same B operand) leaves
+// unloaded, both products then reading the first. Sharing B, a step moves three tiles for two
+// products instead of four. Each tile `steps_per_tile` K steps; load, load_tma and tma_only as
+// for gemm_loop_sm90_ws (load(a_tiles, b_tiles, step), load_tma(stage, full, step)); `smem`
+// holds Cta's ring, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
+// threads). The ring's protocol is gemm_loop_sm90_ws's, one stage per K step of a pair.
 // skip(q) (computing threads, uniform over a warpgroup; SkipNone: never): whether this thread's
 // warpgroup skips both products of pair q (its rows of A are not wanted there): it waits for each
 // stage and releases it at once, and pair_done(q, ...) gets accumulators holding stale values.
 // cluster (uniform over the launch, the CTAs of a cluster dimension; 1: none): the cluster's CTAs
-// fill each other's rings, load_tma bringing a slice of each stage's A tile into all of them
+// fill each other's rings, load_tma bringing a slice of each stage's A tiles into all of them
 // (tma_load_2d_multicast); every CTA of the cluster then runs as many pairs, a CTA with fewer of
 // its own skipping the rest, and a stage is refilled once all are done with it (RingRelease).
-template <class Cta, bool kF16, class Load, class PairDone, class LoadTma = NoTmaLoad,
-          class Skip = SkipNone>
-__device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, int steps_per_tile,
+template <class Cta, bool kF16, class Load, class PairDone, class SharesB,
+          class LoadTma = NoTmaLoad, class Skip = SkipNone>
+__device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, int steps_per_tile,
                                                         Load load, PairDone pair_done,
                                                         typename Cta::Acc& first,
-                                                        typename Cta::Acc& second,
+                                                        typename Cta::Acc& second, SharesB shares_b,
                                                         LoadTma load_tma = LoadTma(),
                                                         bool tma_only = false, Skip skip = Skip(),
                                                         int cluster = 1) {
   static_assert(Cta::kWarpSpecialized, "a CeWsCta");
+  static_assert(Cta::kAElems == 2 * Cta::kM * 64 && Cta::kBElems == 2 * Cta::kN * 64,
+                "a stage holds both products' tiles");
   constexpr int S = Cta::kStages;
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
@@ -471,16 +479,15 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
   const u32 full0 = smem_addr(&ring_bars[0]), empty0 = smem_addr(&ring_bars[S]);
   ws_ring_init<Cta>(full0, empty0, tma_only, cluster);
   if (threadIdx.x >= Cta::kComputeThreads) {
-    ws_load_ring<Cta>(smem, full0, empty0, pairs * 2 * steps_per_tile, load, load_tma, tma_only,
+    ws_load_ring<Cta>(smem, full0, empty0, pairs * steps_per_tile, load, load_tma, tma_only,
                       cluster);
     return false;
   }
   tjk::setmaxnreg_inc<224>();
   const RingRelease release{empty0, cluster};
   int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
-  // One tile's K loop into acc: each step waits for its stage, issues its products (the first
-  // overwriting acc: scale-d 0) and releases the stage before once those products are done.
-  auto k_loop = [&](typename Cta::Acc& acc, bool skipped) {
+  for (int q = 0; q < pairs; ++q) {
+    const bool skipped = !Skip::kNever && __shfl_sync(0xffffffffu, int(skip(q)), 0);
     for (int k = 0; k < steps_per_tile; ++k) {
       tjk::mbar_wait(full0 + 8 * s, pass & 1);
       if (!Skip::kNever && skipped) {  // nothing issued: the stage goes back at once
@@ -488,14 +495,22 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_pairs(u16* smem, int pairs, in
         if (++s == S) s = 0, ++pass;
         continue;
       }
-      ws_issue_step<Cta, kF16, true, true>(acc, smem_base, release, s, held, k != 0, tma_only);
+      if (!tma_only) tjk::fence_proxy_async_shared();
+      const u32 a = smem_base + s * (Cta::kStageElems * 2), b = a + Cta::kAElems * 2;
+      const u32 second_b = shares_b(q) ? 0 : Cta::kN * kRowBytes;  // from the first's B tile
+      pin_acc(first);
+      pin_acc(second);
+      tjk::wgmma_fence();
+      wgmma_step<Cta, kF16, true, true>(first, a, b, k != 0);
+      wgmma_step<Cta, kF16, true, true>(second, a + Cta::kM * kRowBytes, b + second_b, k != 0);
+      tjk::wgmma_commit();
+      tjk::wgmma_wait<1>();  // the step before's products are done
+      pin_acc(first);
+      pin_acc(second);
+      if (held >= 0) release(held);
+      held = s;
       if (++s == S) s = 0, ++pass;
     }
-  };
-  for (int q = 0; q < pairs; ++q) {
-    const bool skipped = !Skip::kNever && __shfl_sync(0xffffffffu, int(skip(q)), 0);
-    k_loop(first, skipped);
-    k_loop(second, skipped);
     tjk::wgmma_wait<0>();
     pin_acc(first);
     pin_acc(second);

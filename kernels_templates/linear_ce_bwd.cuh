@@ -330,6 +330,13 @@ struct GradOutTile {
   }
 };
 
+// The index in pair_list of the t-th pair that persistent gradient CTA b (of `grid`) computes:
+// the chunk's pairs (from `first`) in turns, in p.pair_visit's order where given.
+__device__ __forceinline__ int chunk_pair(const CeBwdParams& p, int first, int b, int grid, int t) {
+  const int k = first + b + t * grid;
+  return p.pair_visit ? p.pair_visit[k] : k;
+}
+
 // The gradient tiles' Hopper CTA (ce_wgmma.cuh): persistent, 128 x 128 tiles taken in turns by
 // two computing warpgroups, a four-stage ring filled by TMA (the kept rows, and each segment's
 // weights or, with an order, the chunk's staged copy of them), G stored by TMA from each
@@ -337,9 +344,9 @@ struct GradOutTile {
 typedef CePingpongCta<kTileRows, kTileIds, 4> CeGradPingpongCta;
 
 // The gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking pairs b,
-// b + grid, ...; CeGradPingpongCta's threads and shared memory. What each tile computes and
-// stores is linear_ce_grad's; the operands come by TMA (`maps`: hidden, weight[s], staged; G
-// stored through grad from each warpgroup's GradOutTile, four 64 x 64 boxes per tile).
+// b + grid, ... (chunk_pair); CeGradPingpongCta's threads and shared memory. What each tile
+// computes and stores is linear_ce_grad's; the operands come by TMA (`maps`: hidden, weight[s],
+// staged; G stored through grad from each warpgroup's GradOutTile, four 64 x 64 boxes per tile).
 template <class Prog, class Args, bool kF16>
 __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const CeBwdParams& p,
                                                         const CeBwdMaps& maps) {
@@ -356,7 +363,7 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   const tjk::TmaDescriptor* weight_map = nullptr;
   auto load_tma = [&](u32 stage, u32 full, int t, int k) {
     if (t != loaded) {
-      const int2 pair = p.pair_list[first + b + t * grid];
+      const int2 pair = p.pair_list[chunk_pair(p, first, b, grid, t)];
       const int s = tile_segment(L, pair.x);
       const CeSegment& S = L.seg[s];
       hidden_row = pair_row_tile(pair.y) * kTileRows;
@@ -382,8 +389,9 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
       reinterpret_cast<unsigned char*>(grad_smem) + Cta::kRingBytes + wg * Cta::kOutBytes, 2 + wg,
       (threadIdx.x & 127) == 0};
   auto tile_done = [&](int t, typename Cta::Acc& acc) {
-    const int block = b + t * grid;  // the pair's block of G in this chunk
-    const int2 pair = p.pair_list[first + block];
+    const int index = chunk_pair(p, first, b, grid, t);
+    const int block = index - first;  // the pair's block of G in this chunk
+    const int2 pair = p.pair_list[index];
     const int s = tile_segment(L, pair.x);
     const CeSegment& S = L.seg[s];
     out.acquire();
@@ -394,7 +402,7 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
   };
   static_assert(Cta::kMI == kHalves, "one m64 fragment per half of the row tile");
   auto fragments = [&](int t) {
-    return unsigned(pair_halves(p.pair_list[first + b + t * grid].y));
+    return unsigned(pair_halves(p.pair_list[chunk_pair(p, first, b, grid, t)].y));
   };
   if (!gemm_loop_sm90_pingpong<Cta, kF16>(grad_smem, tiles, ksteps, load_tma, tile_done, fragments))
     return;
@@ -402,13 +410,13 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
 }
 
 // A KL program's gradient tiles on the Hopper loop: grid min(the chunk's pairs, SMs), CTA b taking
-// pairs b, b + grid, ... (CeGradKlWsCta's threads and shared memory). What each tile computes and
-// stores is linear_ce_grad<kKl>'s: the student's and the teacher's logits of the pair, both
-// products in registers (gemm_loop_sm90_ws_pairs; their operands as linear_ce_fwd_kl's, by TMA
-// through `kl_maps`, an ordered segment's weight rows gathered), then G's entries; G is stored by
-// TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w + 64) of the tile, the
-// tile's half w, and stages them in a GradOutTile<64> of its own; a warpgroup whose half is not
-// computed skips its products and stores zeros.
+// pairs b, b + grid, ... (chunk_pair; CeGradKlWsCta's threads and shared memory). What each tile
+// computes and stores is linear_ce_grad<kKl>'s: the student's and the teacher's logits of the
+// pair, both products in registers (gemm_loop_sm90_ws_joint; their operands as
+// linear_ce_fwd_kl's, by TMA through `kl_maps`, an ordered segment's weight rows gathered), then
+// G's entries; G is stored by TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w
+// + 64) of the tile, the tile's half w, and stages them in a GradOutTile<64> of its own; a
+// warpgroup whose half is not computed skips its products and stores zeros.
 struct CeGradKlWsCta : CeKlWsCta {
   static constexpr int kRingBytes = CeKlWsCta::kSmemBytes;
   static constexpr int kOutBytes = 64 * kTileIds * 2;  // a computing warpgroup's output tile
@@ -429,32 +437,28 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   const int b = blockIdx.x, grid = gridDim.x;
   const int tiles = b < pairs ? (pairs - b + grid - 1) / grid : 0;
   const int ks = kl_ksteps(R.dim, T.dim);
-  // This CTA's t-th pair (its index in pair_list), in p.pair_visit's order where given.
-  auto pair_index = [&](int t) {
-    const int k = first + b + t * grid;
-    return p.pair_visit ? p.pair_visit[k] : k;
-  };
-  // The loaders' view of product h = step / ks: product h % 2 of this CTA's tile h / 2.
+  auto pair_index = [&](int t) { return chunk_pair(p, first, b, grid, t); };
+  // The loaders' view of step `step`: both products of this CTA's pair step / ks.
   int located = -1, row0 = 0;
-  KlProduct q{};
+  KlPair q{};
   auto locate = [&](int step) {
-    const int h = step / ks;
-    if (h != located) {
-      const int2 pair = p.pair_list[pair_index(h >> 1)];
-      q = kl_product(L, T, R, pair.x, h & 1, 0);
+    const int t = step / ks;
+    if (t != located) {
+      const int2 pair = p.pair_list[pair_index(t)];
+      q = kl_pair(L, T, R, pair.x, 0);
       row0 = pair_row_tile(pair.y) * kTileRows;
-      located = h;
+      located = t;
     }
-    return h;
+    return t;
   };
-  KlCopies<Cta> copies;
-  auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    const int h = locate(step);
-    copies(a_tile, b_tile, q, h, row0, R.n_kept, (step % ks) * Cta::kK);
+  KlPairCopies copies;
+  auto load = [&](u16*, u16* b_tiles, int step) {
+    const int t = locate(step);
+    copies(b_tiles, q, t, (step % ks) * Cta::kK);
   };
-  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
+  auto load_boxes = [&](u32 stage, u32 full, int step) {
     locate(step);
-    kl_load_boxes(kl_maps, q, row0, (step % ks) * Cta::kK, a_tile, full);
+    kl_load_step(kl_maps, q, row0, (step % ks) * Cta::kK, stage, full);
   };
 
   const int wg = threadIdx.x >> 7;  // computing warpgroup: the tile's half wg
@@ -478,8 +482,11 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   auto skip =
       skip_when([&](int t) { return !(pair_halves(p.pair_list[pair_index(t)].y) >> wg & 1); });
   typename Cta::Acc student, teacher;
-  if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
-                                          load_boxes, kl_all_boxes(L, T, 0), skip))
+  auto shares_b = [&](int t) {
+    return (T.shared_weights >> tile_segment(L, p.pair_list[pair_index(t)].x)) & 1;
+  };
+  if (!gemm_loop_sm90_ws_joint<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
+                                          shares_b, load_boxes, kl_all_boxes(L, T, 0), skip))
     return;  // a loading warpgroup: done
   if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }

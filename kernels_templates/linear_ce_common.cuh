@@ -93,6 +93,9 @@ struct CeTeacher {
   long long hidden_stride = 0;
   int dim = 0;
   float inv_temperature = 1.f;  // 1 / T
+  // Bit s: segment s's teacher weight rows are the student's (the same rows in the same order,
+  // dim equal): the Hopper loop then brings one weight tile for both products (linear_ce_kl.cuh).
+  int shared_weights = 0;
 };
 
 // The forward's KL outputs (linear_ce_kl.cuh). Partials per (split, kept row) like CeFwdParams':

@@ -2,10 +2,12 @@
 // teacher's logit tiles in one sweep over the vocabulary, without materializing either [N, V].
 //
 // linear_ce_fwd_kl: grid (ceil(n_kept / 128), vocabulary splits), CeKlFwdCtaOf's threads. For every
-// vocabulary tile a CTA runs two GEMMs through one pipeline: first E[128 kept rows] . C[tile]^T
-// (the student), whose accumulators it keeps in registers, then E_t[rows] . C_t[tile]^T (the
-// teacher, same positions, same vocabulary order). Both use ks = max(ceil(D / 64), ceil(D_t / 64))
-// K steps so each half is one "tile" of the tile loop (the shorter operand is zero-filled). The
+// vocabulary tile a CTA runs two GEMMs through one pipeline: E[128 kept rows] . C[tile]^T (the
+// student) and E_t[rows] . C_t[tile]^T (the teacher, same positions, same vocabulary order), both
+// accumulators in registers. The portable loop runs the student's first, then the teacher's; the
+// Hopper loop issues both at every K step (gemm_loop_sm90_ws_joint), one weight tile serving both
+// where the teacher's weights are the student's. Both use ks = max(ceil(D / 64), ceil(D_t / 64))
+// K steps (the shorter operand is zero-filled). The
 // epilogue of the pair keeps, per row, three online softmax statistics: of z (lse, as without a
 // KL term), of z / T (the tempered student) and of t / T (the teacher), the last with
 // cross = sum exp(t/T - max)(t/T - z/T); compiler/IR.h "Loss" has the formula. Optionally it
@@ -18,7 +20,7 @@
 // the same 128 kept rows, which each vocabulary tile's products read again, and each loads
 // 128 / cluster of them per K step into every CTA's ring (TMA multicast), so they cross from
 // memory once per cluster rather than once per CTA. A stage is refilled once all of the
-// cluster's computing warps are done with it (gemm_loop_sm90_ws_pairs).
+// cluster's computing warps are done with it (gemm_loop_sm90_ws_joint).
 //
 // The backward's KL gradient entries are computed by linear_ce_grad_kl (linear_ce_bwd.cuh: the
 // portable linear_ce_grad<..., kKl = true>, or linear_ce_grad_kl_ws on the Hopper loop), which
@@ -172,25 +174,6 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   }
   const LogitHooks<Prog, Args, false> hooks(args);  // logit_mod's constant part
 
-  // Step `step` of half h = step / ks of the loop: product h % 2 (the student's, then the
-  // teacher's) of vocabulary tile t_begin + h / 2.
-  auto product_of = [&](int h) {
-    return kl_product(L, T, R, t_begin + (h >> 1), h & 1, p.weights_in_position_order);
-  };
-  KlCopies<Cta> copies;
-  auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    const int h = step / ks;
-    if ((h >> 1) >= pairs) return;  // a pair only the cluster has: its A comes by TMA
-    copies(a_tile, b_tile, product_of(h), h, row0, R.n_kept, (step % ks) * Cta::kK);
-  };
-  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    const int h = step / ks;
-    const bool own = (h >> 1) < pairs;  // else only this CTA's slice of A, for its peers
-    kl_load_boxes(maps, product_of(own ? h : h & 1), row0, (step % ks) * Cta::kK, a_tile, full,
-                  own, cluster, rank);
-  };
-  const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
-
   // The epilogue of vocabulary tile t_begin + pair from the student's raw logits and the
   // teacher's, which it overwrites with z and t / T (-inf outside the vocabulary) row by row.
   auto pair_done = [&](int pair, typename Cta::Acc& student, typename Cta::Acc& acc) {
@@ -198,9 +181,12 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     const CeSegment& S = L.seg[s];
     const CeSegment& TS = T.layout.seg[s];
     const int lbase = (tile - S.first_tile) * kTileIds;
+    // The tile's first row read afresh (tjk::thread_id()'s idiom): the rows' indices are then not
+    // held through the K loop, where the Hopper loop's computing warps have no register to spare.
+    const int first_row = tjk::opaque(row0);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int mi = r >> 1, h = r & 1, k = row0 + acc_row<Cta>(mi, h);
+      const int mi = r >> 1, h = r & 1, k = first_row + acc_row<Cta>(mi, h);
       const bool row_ok = k < R.n_kept && pair < pairs;  // (a pair only the cluster has: none)
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
@@ -274,12 +260,42 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   };
 
   if constexpr (Cta::kWarpSpecialized) {  // both tiles of a pair in registers of their own
+    // Step `step`: both products of vocabulary tile t_begin + step / ks.
+    auto pair_of = [&](int q) {
+      return kl_pair(L, T, R, t_begin + q, p.weights_in_position_order);
+    };
+    KlPairCopies pair_copies;
+    auto load_pair = [&](u16*, u16* b_tiles, int step) {
+      const int q = step / ks;
+      if (q >= pairs) return;  // a pair only the cluster has: its A tiles come by TMA
+      pair_copies(b_tiles, pair_of(q), q, (step % ks) * Cta::kK);
+    };
+    auto load_boxes = [&](u32 stage, u32 full, int step) {
+      const int q = step / ks;
+      const bool own = q < pairs;  // else only this CTA's slices of A, for its peers
+      kl_load_step(maps, pair_of(own ? q : 0), row0, (step % ks) * Cta::kK, stage, full, own,
+                   cluster, rank);
+    };
+    auto shares_b = [&](int q) {
+      return q < pairs && ((T.shared_weights >> tile_segment(L, t_begin + q)) & 1);
+    };
+    const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
     typename Cta::Acc student, teacher;
-    if (!gemm_loop_sm90_ws_pairs<Cta, kF16>(smem, loop_pairs, ks, load, pair_done, student,
-                                            teacher, load_boxes, all_boxes,
+    if (!gemm_loop_sm90_ws_joint<Cta, kF16>(smem, loop_pairs, ks, load_pair, pair_done, student,
+                                            teacher, shares_b, load_boxes, all_boxes,
                                             skip_when([&](int q) { return q >= pairs; }), cluster))
       return;  // a loading warpgroup: done
   } else {  // the student's tile copied aside while the teacher's accumulates
+    // Step `step` of half h = step / ks: product h % 2 (the student's, then the teacher's) of
+    // vocabulary tile t_begin + h / 2.
+    auto product_of = [&](int h) {
+      return kl_product(L, T, R, t_begin + (h >> 1), h & 1, p.weights_in_position_order);
+    };
+    KlCopies<Cta> copies;
+    auto load = [&](u16* a_tile, u16* b_tile, int step) {
+      const int h = step / ks;
+      copies(a_tile, b_tile, product_of(h), h, row0, R.n_kept, (step % ks) * Cta::kK);
+    };
     typename Cta::Acc student, acc;
     gemm_loop<Cta, kF16, true, true>(
         smem, pairs * 2 * ks, ks, load,

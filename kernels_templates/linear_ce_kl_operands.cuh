@@ -3,9 +3,11 @@
 // the same kKlRows kept rows: the student's logits (kept rows of E times the tile's weight rows)
 // and the teacher's (the teacher's hidden states times its weight rows of the same ids), each
 // kl_ksteps K steps, the shorter operand padded with zero columns. On the Hopper loop both come
-// into a CeKlWsCta's ring (gemm_loop_sm90_ws_pairs): the hidden rows by TMA, a weight tile by TMA
-// where its segment has no order, else gathered through the order with cp.async by the loading
-// warpgroup.
+// into a CeKlWsCta's ring, one K step of both per stage (gemm_loop_sm90_ws_joint): the hidden
+// rows by TMA, a weight tile by TMA where its segment has no order, else gathered through the
+// order with cp.async by the loading warpgroup. Where the teacher's weight rows are the
+// student's (CeTeacher::shared_weights: a teacher through the same head) a step brings one weight
+// tile for both products.
 #pragma once
 
 #include "ce_wgmma.cuh"
@@ -17,8 +19,14 @@ constexpr int kKlRows = 128;  // kept rows per tile of a KL pair (the TMA box of
 
 // The Hopper CTA of both KL loops: two computing warpgroups of 64 rows x kTileIds (wgmma, every
 // column of a row in one quad; 64 accumulators per thread and product, both products of a pair
-// in registers) and a warpgroup that only loads, into a four-stage ring.
-typedef CeWsCta<kKlRows, kTileIds, 4> CeKlWsCta;
+// in registers) and a warpgroup that only loads, into a three-stage ring. A stage holds one K
+// step of both products (gemm_loop_sm90_ws_joint): the student's kept rows, the teacher's, the
+// student's weight rows, the teacher's (absent where they are the student's).
+struct CeKlWsCta : CeWsCta<kKlRows, kTileIds, 3> {
+  static constexpr int kAElems = 2 * kKlRows * 64, kBElems = 2 * kTileIds * 64;
+  static constexpr int kStageElems = kAElems + kBElems;
+  static constexpr int kSmemBytes = kStages * kStageElems * 2;
+};
 
 // A KL program's tensor maps on the Hopper loop (encoded on the host, runtime/LinearCeTma.h):
 // the kept rows of E and of the teacher's hidden states, packed [n_kept, dim] and [n_kept,
@@ -70,6 +78,20 @@ __device__ __forceinline__ KlProduct kl_product(const CeLayout& L, const CeTeach
           kl_weight_boxed(L, T, s, of_teacher, in_position_order)};
 }
 
+// Both products of vocabulary tile `tile`; `shared`: the teacher's weight tile is the student's
+// (CeTeacher::shared_weights), so one tile serves both.
+struct KlPair {
+  KlProduct student, teacher;
+  bool shared;
+};
+__device__ __forceinline__ KlPair kl_pair(const CeLayout& L, const CeTeacher& T, const CeRows& R,
+                                          int tile, int in_position_order) {
+  KlPair q{kl_product(L, T, R, tile, false, in_position_order),
+           kl_product(L, T, R, tile, true, in_position_order), false};
+  q.shared = (T.shared_weights >> q.student.s) & 1;
+  return q;
+}
+
 // Whether every weight tile comes by TMA: the loading threads other than the first then have
 // nothing to copy.
 __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher& T,
@@ -81,47 +103,52 @@ __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher&
   return all;
 }
 
-// The Hopper loop's TMA copies of a step (K columns k0..) of product `q` over the kKlRows kept
-// rows from row0: the A tile and, where q.boxed and `weights`, the B tile (kTileIds weight rows in
-// position order) after it; one arrival on `full` with the bytes. In a cluster of `cluster` CTAs
-// sharing row0 (the KL forward's, gemm_loop_sm90_ws_pairs), this CTA (`rank`) reads the A tile's
-// rank-th slice of kKlRows / cluster rows into every one's stage (the hidden maps' boxes are that
-// slice) and its peers the others, so `full` expects the whole tile all the same.
-__device__ __forceinline__ void kl_load_boxes(const CeKlMaps& maps, const KlProduct& q, int row0,
-                                              int k0, u32 a_tile, u32 full, bool weights = true,
-                                              int cluster = 1, int rank = 0) {
-  const bool b = weights && q.boxed;
-  tjk::mbar_arrive_expect_tx(full, (kKlRows + (b ? kTileIds : 0)) * kRowBytes);
-  const tjk::TmaDescriptor* hidden = q.of_teacher ? &maps.teacher_hidden : &maps.hidden;
-  if (cluster == 1) {
-    tjk::tma_load_2d(a_tile, hidden, k0, row0, full);
-  } else {
-    const int rows = kKlRows / cluster;
-    tjk::tma_load_2d_multicast(a_tile + rank * rows * kRowBytes, hidden, k0, row0 + rank * rows,
-                               full, static_cast<unsigned short>((1u << cluster) - 1));
+// The Hopper loop's TMA copies of a step (K columns k0..) of both products of pair `q` over the
+// kKlRows kept rows from row0, into the CeKlWsCta stage at `stage`: the student's and the
+// teacher's A tiles and, where `weights`, the B tiles that come by TMA (KlProduct::boxed; the
+// teacher's not where q.shared); one arrival on `full` with the bytes. In a cluster of `cluster`
+// CTAs sharing row0 (the KL forward's), this CTA (`rank`) reads the A tiles' rank-th slices of
+// kKlRows / cluster rows into every one's stage (the hidden maps' boxes are that slice) and its
+// peers the others, so `full` expects the whole tiles all the same.
+__device__ __forceinline__ void kl_load_step(const CeKlMaps& maps, const KlPair& q, int row0,
+                                             int k0, u32 stage, u32 full, bool weights = true,
+                                             int cluster = 1, int rank = 0) {
+  const bool bs = weights && q.student.boxed, bt = weights && !q.shared && q.teacher.boxed;
+  tjk::mbar_arrive_expect_tx(full, (2 * kKlRows + (bs + bt) * kTileIds) * kRowBytes);
+  const u32 b_tiles = stage + CeKlWsCta::kAElems * 2;
+  for (int side = 0; side < 2; ++side) {
+    const tjk::TmaDescriptor* hidden = side ? &maps.teacher_hidden : &maps.hidden;
+    const u32 a_tile = stage + side * kKlRows * kRowBytes;
+    if (cluster == 1) {
+      tjk::tma_load_2d(a_tile, hidden, k0, row0, full);
+    } else {
+      const int rows = kKlRows / cluster;
+      tjk::tma_load_2d_multicast(a_tile + rank * rows * kRowBytes, hidden, k0,
+                                 row0 + rank * rows, full,
+                                 static_cast<unsigned short>((1u << cluster) - 1));
+    }
   }
-  if (b)
-    tjk::tma_load_2d(a_tile + CeKlWsCta::kAElems * 2,
-                     q.of_teacher ? &maps.teacher_weight[q.s] : &maps.weight[q.s], k0, q.lbase,
-                     full);
+  if (bs) tjk::tma_load_2d(b_tiles, &maps.weight[q.student.s], k0, q.student.lbase, full);
+  if (bt)
+    tjk::tma_load_2d(b_tiles + kTileIds * kRowBytes, &maps.teacher_weight[q.teacher.s], k0,
+                     q.teacher.lbase, full);
 }
 
-// The cp.async copies of a step on CTA type Cta's loading threads: the A tile unless TMA brings
-// it (a warp-specialised CTA), the B tile unless TMA brings it (a warp-specialised CTA and
-// q.boxed): gathered through its segment's order, or a strided block. A gathered tile's rows are read from the order once per product
-// (`product`: the caller's running number of it; the steps come in order).
+// The cp.async copies of a step of one product on the portable CTA type Cta's threads: the A tile
+// (the kept rows) and the B tile, gathered through its segment's order or a strided block. A
+// gathered tile's rows are read from the order once per product (`product`: the caller's running
+// number of it; the steps come in order).
 template <class Cta>
 struct KlCopies {
+  static_assert(!Cta::kWarpSpecialized, "the Hopper loop's loaders take KlPairCopies");
   GatheredRows<kTileIds, Cta::kLoadThreads> wrows;
   int wrows_product = -1;
 
   __device__ __forceinline__ void operator()(u16* a_tile, u16* b_tile, const KlProduct& q,
                                              int product, int row0, int n_kept, int k0) {
-    if (!Cta::kWarpSpecialized)
-      load_kmajor<kKlRows, Cta::kLoadThreads>(
-          a_tile, CeOperand{q.hidden + row0 * q.stride + k0, q.stride, n_kept - row0, q.dim - k0},
-          Cta::load_thread());
-    if (Cta::kWarpSpecialized && q.boxed) return;
+    load_kmajor<kKlRows, Cta::kLoadThreads>(
+        a_tile, CeOperand{q.hidden + row0 * q.stride + k0, q.stride, n_kept - row0, q.dim - k0},
+        Cta::load_thread());
     const CeOperand w = weight_rows(*q.seg, q.lbase, k0, q.dim - k0);
     if (!w.gather) {
       load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, Cta::load_thread());
@@ -132,6 +159,30 @@ struct KlCopies {
       wrows_product = product;
     }
     load_kmajor<kTileIds, Cta::kLoadThreads>(b_tile, w, wrows, Cta::load_thread());
+  }
+};
+
+// The cp.async copies of a step of both products of a pair on CeKlWsCta's loading threads: the
+// weight tiles TMA does not bring (KlProduct::boxed), gathered through their segment's order,
+// the teacher's after the student's unless q.shared. Both sides have the same order (CeTeacher),
+// so one reading of a pair's rows serves both (`pair`: the caller's running number of the pair;
+// the steps come in order).
+struct KlPairCopies {
+  GatheredRows<kTileIds, CeKlWsCta::kLoadThreads> wrows;
+  int wrows_pair = -1;
+
+  __device__ __forceinline__ void operator()(u16* b_tiles, const KlPair& q, int pair, int k0) {
+    if (q.student.boxed) return;  // (and so is the teacher's: the same order, the same copies)
+    const int tid = CeKlWsCta::load_thread();
+    const CeOperand ws = weight_rows(*q.student.seg, q.student.lbase, k0, q.student.dim - k0);
+    if (pair != wrows_pair) {
+      wrows.read(ws.gather, ws.rows, tid);
+      wrows_pair = pair;
+    }
+    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles, ws, wrows, tid);
+    if (q.shared) return;
+    const CeOperand wt = weight_rows(*q.teacher.seg, q.teacher.lbase, k0, q.teacher.dim - k0);
+    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles + kTileIds * 64, wt, wrows, tid);
   }
 };
 

@@ -89,6 +89,13 @@ __device__ __forceinline__ int thread_id() {
   return t;
 }
 
+// `v` as a value the compiler cannot see through, so that what is computed from it is computed
+// where it is used rather than hoisted out of a loop and held (lane_id()'s reason).
+__device__ __forceinline__ int opaque(int v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
+
 __device__ __forceinline__ void ldmatrix_x4(unsigned r[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

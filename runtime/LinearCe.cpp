@@ -128,6 +128,19 @@ CeKlMaps linear_ce::kl_operand_maps(const CeLayout& layout, const CeRows& rows,
   return maps;
 }
 
+int32_t linear_ce::shared_teacher_weights(const CeLayout& layout, const CeTeacher& teacher,
+                                          int32_t dim) {
+  int32_t bits = 0;
+  for (int32_t s = 0; s < layout.num_segments; ++s) {
+    const CeSegment& seg = layout.seg[s];
+    const CeSegment& tseg = teacher.layout.seg[s];
+    if (teacher.dim == dim && tseg.weight == seg.weight && tseg.weight_stride == seg.weight_stride &&
+        tseg.order == seg.order && tseg.size == seg.size && tseg.first_tile == seg.first_tile)
+      bits |= 1 << s;
+  }
+  return bits;
+}
+
 void check_linear_ce_supported(const LossProgram& prog) {
   TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
                      "program {}: the GPU path supports at most {} vocabulary segments, got {}",
@@ -404,6 +417,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   const int64_t part = int64_t(ws.splits) * n_kept;
   if (P.kl) {
     p.kl.teacher = st->teacher;
+    p.kl.teacher.shared_weights = shared_teacher_weights(p.layout, p.kl.teacher, dim);
     p.kl.tempered_max = kl_parts;
     p.kl.tempered_sum = kl_parts + part;
     p.kl.teacher_max = kl_parts + 2 * part;
@@ -470,8 +484,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       const CeSegment& tseg = t.layout.seg[s];
       if (!seg.order || !options.copy_ordered_weights) continue;
       void* copy = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
-      const bool shared = tseg.weight == seg.weight && tseg.weight_stride == seg.weight_stride &&
-                          t.dim == dim && tseg.order == seg.order;
+      const bool shared = (t.shared_weights >> s) & 1;
       void* teacher_copy = shared ? copy : position_order_copy(tseg, t.dim, nullptr);
       kl_maps.weight[s] =
           encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));

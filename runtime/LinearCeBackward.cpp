@@ -201,6 +201,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     p.kl.teacher.layout = g.vocab_ordered || !st.order.tables
                               ? st.teacher.layout
                               : with_order(st.teacher.layout, nullptr);
+    p.kl.teacher.shared_weights = shared_teacher_weights(p.layout, p.kl.teacher, dim);
     p.kl.tempered_lse = c.tempered_lse;
     p.kl.teacher_lse = c.teacher_lse;
     p.kl.teacher_target_logit = st.fwd<float>(ws.teacher_target_logit);

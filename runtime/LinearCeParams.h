@@ -46,6 +46,7 @@ struct CeTeacher {
   long long hidden_stride = 0;
   int32_t dim = 0;
   float inv_temperature = 1;
+  int32_t shared_weights = 0;  // bit s: segment s's teacher weight rows are the student's
 };
 struct CeKlForward {
   CeTeacher teacher;

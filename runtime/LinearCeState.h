@@ -107,6 +107,11 @@ inline int32_t shared_tiles_group(int num_sms) {
 CeKlMaps kl_operand_maps(const CeLayout& layout, const CeRows& rows, const CeTeacher& teacher,
                          bool f16, int cluster = 1);
 
+// CeTeacher::shared_weights for `teacher` beside the student's `layout` of `dim` columns: bit s
+// where segment s's teacher weight rows are the student's (same rows, stride, order and dim), so
+// that a KL pair's products on the Hopper loop read one weight tile.
+int32_t shared_teacher_weights(const CeLayout& layout, const CeTeacher& teacher, int32_t dim);
+
 }  // namespace linear_ce
 
 // What a forward keeps for its backward (LinearCe.h "Saved state").

@@ -68,7 +68,7 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
 inline constexpr size_t kCeLayoutBytes = 336;
-inline constexpr size_t kCeFwdParamsBytes = 856;
+inline constexpr size_t kCeFwdParamsBytes = 864;
 inline constexpr size_t kCeFwdMapsBytes = 640;
 inline constexpr size_t kCeKlMapsBytes = 1280;
 inline constexpr size_t kCeBwdMapsBytes = 896;
@@ -81,19 +81,19 @@ inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 // each, one byte (kCeRadixDigits digits) per pass (asserted likewise)
 inline constexpr int kCeRadixThreads = 256, kCeRadixItems = 2048, kCeRadixDigits = 256;
 inline constexpr size_t kCeClassifyParamsBytes = 424;
-inline constexpr size_t kCeBwdParamsBytes = 984;
+inline constexpr size_t kCeBwdParamsBytes = 992;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
 // CeFwdWsCta: the Hopper loop's forward on sm_90a
 inline constexpr int kCeFwdSm90Threads = 384, kCeFwdSm90SmemBytes = 196608;
 inline constexpr int kCeKlFwdThreads = 256, kCeKlFwdSmemBytes = 98304;       // CeKlFwdCta
 // CeKlWsCta: the KL forward on the Hopper loop on sm_90a
-inline constexpr int kCeKlFwdSm90Threads = 384, kCeKlFwdSm90SmemBytes = 131072;
+inline constexpr int kCeKlFwdSm90Threads = 384, kCeKlFwdSm90SmemBytes = 196608;
 inline constexpr int kCeGradThreads = 256, kCeGradSmemBytes = 98304;         // CeGradCta
 // CeGradPingpongCta: the gradient tiles on the Hopper loop on sm_90a (persistent, one per SM)
 inline constexpr int kCeGradSm90Threads = 384, kCeGradSm90SmemBytes = 196608;
 // CeGradKlWsCta: a KL program's gradient tiles on the Hopper loop (persistent, one per SM)
-inline constexpr int kCeGradKlSm90Threads = 384, kCeGradKlSm90SmemBytes = 163840;
+inline constexpr int kCeGradKlSm90Threads = 384, kCeGradKlSm90SmemBytes = 229376;
 inline constexpr int kCeProductThreads = 256, kCeProductSmemBytes = 147456;  // CeProductCta
 // CeProductWsCta: the products on the Hopper loop on sm_90a
 inline constexpr int kCeProductSm90Threads = 384, kCeProductSm90SmemBytes = 196608;

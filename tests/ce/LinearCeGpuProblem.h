@@ -77,11 +77,13 @@ struct Case {
   // A KL term (the program's `kl` line and teacher segments come from kl_text): the teacher's
   // hidden states [n, teacher_d] lean towards the target like E's; own_teacher: the teacher has
   // its own weights (T<i>, biases tb<i> where the student's segment has one), else it uses the
-  // student's (teacher_d = d).
+  // student's (teacher_d = d); shared_segments (bit i, with own_teacher and teacher_d = d): the
+  // teacher's segment i names the student's weights and bias (W<i>, b<i>).
   struct Kl {
     double alpha = 0, temperature = 1;
     bool own_teacher = false;
     int64_t teacher_d = 0;
+    unsigned shared_segments = 0;
   };
   std::optional<Kl> kl = std::nullopt;
   bool i64_targets = false;
@@ -120,10 +122,12 @@ inline std::string layout_text(const std::vector<SegSpec>& segs) {
 inline std::string kl_text(const Case::Kl& kl, const std::vector<SegSpec>& segs) {
   std::string s = fmt::format("  kl alpha = {} temperature = {}\n", kl.alpha, kl.temperature);
   if (!kl.own_teacher) return s;
-  for (size_t i = 0; i < segs.size(); ++i)
-    s += fmt::format("  teacher segment t{} : [{}, {}) weight T{}{}\n", i, segs[i].begin,
-                     segs[i].begin + segs[i].size, i,
-                     segs[i].bias ? fmt::format(" bias tb{}", i) : "");
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const bool shared = (kl.shared_segments >> i) & 1;
+    s += fmt::format("  teacher segment t{} : [{}, {}) weight {}{}{}\n", i, segs[i].begin,
+                     segs[i].begin + segs[i].size, shared ? "W" : "T", i,
+                     segs[i].bias ? fmt::format(" bias {}{}", shared ? "b" : "tb", i) : "");
+  }
   return s;
 }
 
@@ -176,7 +180,7 @@ class Problem {
     const int64_t dt = c.kl->own_teacher ? c.kl->teacher_d : c.d;
     for (size_t i = 0; i < c.segments.size(); ++i) {
       const SegSpec& s = c.segments[i];
-      if (c.kl->own_teacher) {
+      if (c.kl->own_teacher && !((c.kl->shared_segments >> i) & 1)) {
         teacher_weights_.push_back(round(random(s.size * dt, 1.f / std::sqrt(float(dt)), rng)));
         std::vector<float> b = s.bias ? random(s.size, 0.5f, rng) : std::vector<float>();
         for (size_t v = 0; v < b.size(); ++v) b[v] += biases_[i][v];
@@ -239,6 +243,7 @@ class Problem {
     if (c.kl) {
       teacher.hidden = upload16(teacher_hidden_, {c.n, dt}, "E_teacher");
       for (size_t i = 0; c.kl->own_teacher && i < c.segments.size(); ++i) {
+        if ((c.kl->shared_segments >> i) & 1) continue;  // the student's W<i> and b<i>
         bind.buffer(fmt::format("T{}", i),
                     upload16(teacher_weights_[i], {c.segments[i].size, dt}, "T"));
         if (c.segments[i].bias)

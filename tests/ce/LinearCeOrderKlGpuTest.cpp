@@ -352,23 +352,26 @@ TEST_F(LinearCeGpu, KlOnlyOrderedF16) {
 
 // The ordered KL forward's weight tiles on the Hopper loop: gathered through the order
 // (copy_ordered_weights off); copied into position order, the student's copy built in the
-// caller's gradient buffers (given to the forward) and the teacher's from the pool; or one copy
-// for both, the teacher sharing the student's weights.
+// caller's gradient buffers (given to the forward) and the teacher's from the pool; or, the
+// teacher sharing the student's weights, one copy for both or one gathered tile for both
+// products of a step.
 TEST_F(LinearCeGpu, KlOrderedGatheredOrCopied) {
   std::vector<SegSpec> segs = {{0, 4000, true}};
-  enum Weights { Gathered, Copied, SharedCopy };
-  for (Weights w : {Gathered, Copied, SharedCopy}) {
-    Case c = prior_case(w == Gathered ? "kl_ordered_gathered"
-                        : w == Copied ? "kl_ordered_copied"
-                                      : "kl_ordered_shared_copy",
+  enum Weights { Gathered, Copied, SharedCopy, SharedGathered };
+  for (Weights w : {Gathered, Copied, SharedCopy, SharedGathered}) {
+    Case c = prior_case(w == Gathered         ? "kl_ordered_gathered"
+                        : w == Copied         ? "kl_ordered_copied"
+                        : w == SharedGathered ? "kl_ordered_shared_gathered"
+                                              : "kl_ordered_shared_copy",
                         VocabOrdering::AverageLogit);
     c.kl = Case::Kl{.alpha = 0.4, .temperature = 1.5};
-    if (w != SharedCopy) {
+    const bool shared = w == SharedCopy || w == SharedGathered;
+    if (!shared) {
       c.kl->own_teacher = true;
       c.kl->teacher_d = 96;
     }
     c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
-    c.copy_ordered_weights = w != Gathered;
+    c.copy_ordered_weights = w != Gathered && w != SharedGathered;
     c.grad_outputs_at_forward = w == Copied;
     Problem p(c);
     p.check();
@@ -394,6 +397,36 @@ TEST_F(LinearCeGpu, KlManyPairsPerCta) {
   Problem(c).check();
 }
 
+// A teacher sharing the student's weights and bias in its first segment and not in its second
+// (its own weights there, D_t = D): on the Hopper loop the pairs of the first segment read one
+// weight tile for both products and those of the second two, and a CTA's run of pairs crosses
+// from one to the other (forward splits and persistent gradient CTAs alike). Natural order, then
+// ordered with the weights gathered.
+TEST_F(LinearCeGpu, KlTeacherSharingOneSegment) {
+  std::vector<SegSpec> segs = {{0, 6000, true}, {6100, 2000, false}};
+  for (bool ordered : {false, true}) {
+    Case c{.name = ordered ? "kl_share_one_segment_ordered" : "kl_share_one_segment",
+           .program = "",
+           .segments = segs,
+           .n = 700,
+           .d = 64,
+           .peak = 8,
+           .threshold = ordered ? -1.f : 0.f,
+           .seed = 59,
+           .kl = Case::Kl{.alpha = 0.35,
+                          .temperature = 1.25,
+                          .own_teacher = true,
+                          .teacher_d = 64,
+                          .shared_segments = 1}};
+    c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
+    if (ordered) {
+      c.ordering = VocabOrdering::AverageLogit;
+      c.copy_ordered_weights = false;
+    }
+    Problem(c).check();
+  }
+}
+
 // The KL forward on the Hopper loop in clusters of 1, 2 and 4 CTAs along the vocabulary splits
 // (each CTA of a cluster reading a slice of the kept rows for all): 63 vocabulary tiles, so the
 // last cluster's splits are short or empty and its CTAs run pairs they skip; 1000 rows, the last
@@ -412,7 +445,7 @@ TEST_F(LinearCeGpu, KlForwardClusters) {
              .d = 64,
              .peak = 8,
              .threshold = -1,
-             .seed = 53 + cluster,
+             .seed = uint64_t(53 + cluster),
              .kl = Case::Kl{.alpha = 0.3, .temperature = 1.5, .own_teacher = true,
                             .teacher_d = 96}};
       c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
@@ -422,6 +455,14 @@ TEST_F(LinearCeGpu, KlForwardClusters) {
       Problem(c).check();
     }
   }
+  // The teacher through the student's head: each CTA's multicast rows of both sides beside one
+  // weight tile for both products.
+  Case shared = gapped("kl_cluster_2_shared_head", -1);
+  shared.kl = Case::Kl{.alpha = 0.2, .temperature = 2};
+  shared.program =
+      "loss distill {\n" + layout_text(kGapped) + kl_text(*shared.kl, kGapped) + "}\n";
+  shared.kl_forward_cluster = 2;
+  Problem(shared).check();
   Case bad = gapped("kl_cluster_3", -1);
   bad.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
   bad.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*bad.kl, kGapped) + "}\n";

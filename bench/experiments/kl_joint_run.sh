@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One GPU call for the KL pairs' joint steps (gemm_loop_sm90_ws_joint) and the plain gradient
+# tiles' visiting order: this tree and BASE (a source tree of the commit before, e.g.
+# `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
+# loops for the KL ones), the KL row on both trees in alternating rounds, then the three plain
+# heads on this tree with and without the visiting order (TJ_NO_VISIT=1) in alternating rounds.
+#   bench/experiments/kl_joint_run.sh OUTDIR BASE
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: kl_joint_run.sh OUTDIR BASE}
+base=${2:?usage: kl_joint_run.sh OUTDIR BASE}
+mkdir -p "$out"
+t0=$(date +%s)
+elapsed() { echo "$(($(date +%s) - t0))s"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
+build() {  # source build-dir targets...
+  local src=$1 dir=$2
+  shift 2
+  cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
+    -DTILEJIT_BUILD_BENCH=ON >/dev/null 2>&1 && cmake --build "$dir" -j 8 --target "$@"
+}
+build . build-gpu linear_ce_gpu_test linear_ce_gpu_bench >"$out/build.log" 2>&1 &
+build "$base" build-base linear_ce_gpu_bench >"$out/build_base.log" 2>&1 &
+wait
+echo "builds done $(elapsed): head $(test -x build-gpu/bench/linear_ce_gpu_bench && echo ok || echo FAILED), base $(test -x build-base/bench/linear_ce_gpu_bench && echo ok || echo FAILED)"
+t=build-gpu/tests/ce/linear_ce_gpu_test
+timeout 200 $t --gtest_filter='LinearCeGpu.*' >"$out/tests.log" 2>&1
+echo "tests (sm90) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests.log" | tr '\n' ' ') $(elapsed)"
+grep -E '^\[  FAILED' "$out/tests.log" | head -5
+TILEJIT_CE_LOOP=portable timeout 100 $t --gtest_filter='LinearCeGpu.*Kl*' >"$out/tests_portable.log" 2>&1
+echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
+kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes exact,state"
+for side in base head base head; do
+  bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
+  TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 90 $bin $kl 2>&1 | grep -E "^  (exact|state)" |
+    sed "s/^/kl $side /"
+done
+echo "KL done $(elapsed)"
+plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes exact,state"
+for v in 1 0 1 0; do
+  if [ $v = 1 ]; then unset TJ_NO_VISIT; else export TJ_NO_VISIT=1; fi
+  timeout 60 build-gpu/bench/linear_ce_gpu_bench $plain 2>&1 | grep -E "^  (exact|state)" |
+    sed "s/^/visit$v /"
+done
+echo "all done $(elapsed)"
