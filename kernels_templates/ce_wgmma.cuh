@@ -250,6 +250,17 @@ struct LoadsByTma<NoTmaLoad> {
   static constexpr bool value = false;
 };
 
+// The stages of a warp-specialised loop's ring and their size (16-bit elements, a multiple of
+// 512: every stage starts a swizzle pattern): Cta's unless the loop takes another
+// (gemm_loop_sm90_ws_joint), never more than Cta::kStages stages of Cta::kSmemBytes in all.
+struct RingShape {
+  int stages, stage_elems;
+};
+template <class Cta>
+__device__ constexpr RingShape ring_shape_of() {
+  return {Cta::kStages, Cta::kStageElems};
+}
+
 // The ring's mbarriers of a warp-specialised loop (full[s] at full0 + 8 s, empty[s] at empty0 +
 // 8 s), set up by thread 0 before the whole CTA (with cluster > 1: the whole cluster) meets:
 // full[s] completes on every loading thread's arrival and one more (load_tma's), or on
@@ -294,19 +305,20 @@ struct RingRelease {
 // The loading warpgroup of a warp-specialised loop (gemm_loop_sm90_ws, gemm_loop_sm90_ws_joint):
 // fills the ring's stages with steps 0 .. steps - 1 in order, each once its stage is empty.
 // With cluster > 1 (the ring's stages filled by the cluster's CTAs together) its first thread
-// then waits for the last kStages steps' releases, by every CTA of the cluster: no peer's
+// then waits for the last ring.stages steps' releases, by every CTA of the cluster: no peer's
 // arrival or copy reaches this CTA's shared memory after it exits.
 template <class Cta, class Load, class LoadTma>
 __device__ __forceinline__ void ws_load_ring(u16* smem, u32 full0, u32 empty0, int steps, Load load,
-                                             LoadTma load_tma, bool tma_only, int cluster = 1) {
-  constexpr int S = Cta::kStages;
+                                             LoadTma load_tma, bool tma_only, int cluster = 1,
+                                             RingShape ring = ring_shape_of<Cta>()) {
+  const int S = ring.stages;
   tjk::setmaxnreg_dec<56>();
   if (tma_only && !LoadsByTma<LoadTma>::value) __trap();  // no stage would ever be filled
   if (tma_only && Cta::load_thread() != 0) return;
   int s = 0, pass = 0;
   for (int step = 0; step < steps; ++step) {
     if (pass > 0) tjk::mbar_wait(empty0 + 8 * s, (pass - 1) & 1);
-    u16* st = smem + s * Cta::kStageElems;
+    u16* st = smem + s * ring.stage_elems;
     if (Cta::load_thread() == 0) load_tma(smem_addr(st), full0 + 8 * s, step);
     if (!tma_only) {
       load(st, st + Cta::kAElems, step);
@@ -446,10 +458,12 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
 // then the first's B tile (Cta::kN rows, K-major) and the second's after it, which
 // shares_b(q) (computing threads; true: the pair's products have the same B operand) leaves
 // unloaded, both products then reading the first. Sharing B, a step moves three tiles for two
-// products instead of four. Each tile `steps_per_tile` K steps; load, load_tma and tma_only as
-// for gemm_loop_sm90_ws (load(a_tiles, b_tiles, step), load_tma(stage, full, step)); `smem`
-// holds Cta's ring, 1024-byte aligned. Returns as gemm_loop_sm90_ws does (false on the loading
-// threads). The ring's protocol is gemm_loop_sm90_ws's, one stage per K step of a pair.
+// products instead of four. `ring`: Cta's stages (room for four tiles each), or, where every pair
+// shares B, more stages of three tiles each (Cta's shared memory holds either). Each tile
+// `steps_per_tile` K steps; load, load_tma and tma_only as for gemm_loop_sm90_ws (load(a_tiles,
+// b_tiles, step), load_tma(stage, full, step)); `smem` holds Cta's ring, 1024-byte aligned.
+// Returns as gemm_loop_sm90_ws does (false on the loading threads). The ring's protocol is
+// gemm_loop_sm90_ws's, one stage per K step of a pair.
 // skip(q) (computing threads, uniform over a warpgroup; SkipNone: never): whether this thread's
 // warpgroup skips both products of pair q (its rows of A are not wanted there): it waits for each
 // stage and releases it at once, and pair_done(q, ...) gets accumulators holding stale values.
@@ -457,19 +471,19 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws(u16* smem, int steps, int step
 // fill each other's rings, load_tma bringing a slice of each stage's A tiles into all of them
 // (tma_load_2d_multicast); every CTA of the cluster then runs as many pairs, a CTA with fewer of
 // its own skipping the rest, and a stage is refilled once all are done with it (RingRelease).
-template <class Cta, bool kF16, class Load, class PairDone, class SharesB,
-          class LoadTma = NoTmaLoad, class Skip = SkipNone>
+template <class Cta, bool kF16, class Load, class PairDone, class SharesB, class LoadTma,
+          class Skip = SkipNone>
 __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, int steps_per_tile,
                                                         Load load, PairDone pair_done,
                                                         typename Cta::Acc& first,
                                                         typename Cta::Acc& second, SharesB shares_b,
-                                                        LoadTma load_tma = LoadTma(),
+                                                        RingShape ring, LoadTma load_tma,
                                                         bool tma_only = false, Skip skip = Skip(),
                                                         int cluster = 1) {
   static_assert(Cta::kWarpSpecialized, "a CeWsCta");
   static_assert(Cta::kAElems == 2 * Cta::kM * 64 && Cta::kBElems == 2 * Cta::kN * 64,
                 "a stage holds both products' tiles");
-  constexpr int S = Cta::kStages;
+  constexpr int S = Cta::kStages;  // the most stages (barriers)
   __shared__ __align__(8) unsigned long long ring_bars[2 * S];  // full[S], then empty[S]
   const u32 smem_base = smem_addr(smem);
   if (smem_base & 1023) __trap();  // the swizzle the copies write is not the one wgmma reads
@@ -480,11 +494,12 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, in
   ws_ring_init<Cta>(full0, empty0, tma_only, cluster);
   if (threadIdx.x >= Cta::kComputeThreads) {
     ws_load_ring<Cta>(smem, full0, empty0, pairs * steps_per_tile, load, load_tma, tma_only,
-                      cluster);
+                      cluster, ring);
     return false;
   }
   tjk::setmaxnreg_inc<224>();
   const RingRelease release{empty0, cluster};
+  const u32 stage_bytes = ring.stage_elems * 2;
   int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
   for (int q = 0; q < pairs; ++q) {
     const bool skipped = !Skip::kNever && __shfl_sync(0xffffffffu, int(skip(q)), 0);
@@ -492,11 +507,11 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, in
       tjk::mbar_wait(full0 + 8 * s, pass & 1);
       if (!Skip::kNever && skipped) {  // nothing issued: the stage goes back at once
         release(s);
-        if (++s == S) s = 0, ++pass;
+        if (++s == ring.stages) s = 0, ++pass;
         continue;
       }
       if (!tma_only) tjk::fence_proxy_async_shared();
-      const u32 a = smem_base + s * (Cta::kStageElems * 2), b = a + Cta::kAElems * 2;
+      const u32 a = smem_base + s * stage_bytes, b = a + Cta::kAElems * 2;
       const u32 second_b = shares_b(q) ? 0 : Cta::kN * kRowBytes;  // from the first's B tile
       pin_acc(first);
       pin_acc(second);
@@ -509,7 +524,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, in
       pin_acc(second);
       if (held >= 0) release(held);
       held = s;
-      if (++s == S) s = 0, ++pass;
+      if (++s == ring.stages) s = 0, ++pass;
     }
     tjk::wgmma_wait<0>();
     pin_acc(first);

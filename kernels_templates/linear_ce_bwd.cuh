@@ -486,7 +486,8 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     return (T.shared_weights >> tile_segment(L, p.pair_list[pair_index(t)].x)) & 1;
   };
   if (!gemm_loop_sm90_ws_joint<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
-                                          shares_b, load_boxes, kl_all_boxes(L, T, 0), skip))
+                                          shares_b, kl_ring(L, T), load_boxes,
+                                          kl_all_boxes(L, T, 0), skip))
     return;  // a loading warpgroup: done
   if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }

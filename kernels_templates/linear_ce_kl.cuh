@@ -281,9 +281,9 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     };
     const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
     typename Cta::Acc student, teacher;
-    if (!gemm_loop_sm90_ws_joint<Cta, kF16>(smem, loop_pairs, ks, load_pair, pair_done, student,
-                                            teacher, shares_b, load_boxes, all_boxes,
-                                            skip_when([&](int q) { return q >= pairs; }), cluster))
+    if (!gemm_loop_sm90_ws_joint<Cta, kF16>(
+            smem, loop_pairs, ks, load_pair, pair_done, student, teacher, shares_b, kl_ring(L, T),
+            load_boxes, all_boxes, skip_when([&](int q) { return q >= pairs; }), cluster))
       return;  // a loading warpgroup: done
   } else {  // the student's tile copied aside while the teacher's accumulates
     // Step `step` of half h = step / ks: product h % 2 (the student's, then the teacher's) of

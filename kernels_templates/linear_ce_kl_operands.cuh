@@ -19,13 +19,16 @@ constexpr int kKlRows = 128;  // kept rows per tile of a KL pair (the TMA box of
 
 // The Hopper CTA of both KL loops: two computing warpgroups of 64 rows x kTileIds (wgmma, every
 // column of a row in one quad; 64 accumulators per thread and product, both products of a pair
-// in registers) and a warpgroup that only loads, into a three-stage ring. A stage holds one K
-// step of both products (gemm_loop_sm90_ws_joint): the student's kept rows, the teacher's, the
-// student's weight rows, the teacher's (absent where they are the student's).
-struct CeKlWsCta : CeWsCta<kKlRows, kTileIds, 3> {
+// in registers) and a warpgroup that only loads, into a ring of 192 KiB. A stage holds one K step
+// of both products (gemm_loop_sm90_ws_joint): the student's kept rows, the teacher's, the
+// student's weight rows, the teacher's (absent where they are the student's). Three stages of
+// four tiles, or, where the teacher shares every segment's weights, four of three (kl_ring).
+struct CeKlWsCta : CeWsCta<kKlRows, kTileIds, 4> {
   static constexpr int kAElems = 2 * kKlRows * 64, kBElems = 2 * kTileIds * 64;
   static constexpr int kStageElems = kAElems + kBElems;
-  static constexpr int kSmemBytes = kStages * kStageElems * 2;
+  static constexpr int kSharedStageElems = kAElems + kTileIds * 64;  // one weight tile
+  static constexpr int kSmemBytes = 3 * kStageElems * 2;
+  static_assert(4 * kSharedStageElems == 3 * kStageElems, "either ring fills the same memory");
 };
 
 // A KL program's tensor maps on the Hopper loop (encoded on the host, runtime/LinearCeTma.h):
@@ -90,6 +93,14 @@ __device__ __forceinline__ KlPair kl_pair(const CeLayout& L, const CeTeacher& T,
            kl_product(L, T, R, tile, true, in_position_order), false};
   q.shared = (T.shared_weights >> q.student.s) & 1;
   return q;
+}
+
+// The ring of a KL loop over layout L: four stages of three tiles where the teacher shares every
+// segment's weights (CeTeacher::shared_weights), else three of four (CeKlWsCta).
+__device__ __forceinline__ RingShape kl_ring(const CeLayout& L, const CeTeacher& T) {
+  const int all = (1 << L.num_segments) - 1;
+  if ((T.shared_weights & all) == all) return {4, CeKlWsCta::kSharedStageElems};
+  return {3, CeKlWsCta::kStageElems};
 }
 
 // Whether every weight tile comes by TMA: the loading threads other than the first then have

@@ -149,10 +149,11 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.pair_first = static_cast<int32_t*>(bwd(ws.pair_first));
   p.staged_first = static_cast<int32_t*>(bwd(ws.staged_first));
   p.pair_list = static_cast<int32_t*>(bwd(ws.pair_list));
-  // A KL program's gradient tiles on the Hopper loop compute each chunk's pairs in groups
+  // The gradient tiles on the Hopper loop compute each chunk's pairs in groups
   // (linear_ce_pair_visit): the rows their products read again for every vocabulary tile then
-  // come from L2.
-  int32_t* pair_visit = P.kl ? static_cast<int32_t*>(bwd(ws.pair_visit)) : nullptr;
+  // come from L2. Measured (H100, N 8192, exact forward + backward): Gemma-2 59.4 -> 57.3 ms,
+  // Llama-3 51.6 -> 50.4, V 248k 124.9 -> 122.8; state steps level to 0.4 ms faster.
+  int32_t* pair_visit = static_cast<int32_t*>(bwd(ws.pair_visit));
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
   // their weight tiles come by TMA, staged per chunk for segments with an order.
   const bool sm90_products = K.hopper_products();
@@ -339,7 +340,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
           static_cast<const int32_t*>(p.col_count), static_cast<const int32_t*>(p.staged_first),
           p.chunk_first, dim, staged);
     }
-    if (ch.pairs > 0 && sm90_grad && pair_visit) {
+    if (ch.pairs > 0 && sm90_grad) {
       const int32_t group = shared_tiles_group(ws.num_sms);
       run(K.function(LossModule::Rows, "linear_ce_pair_visit"),
           {blocks(ch.pairs, 256)}, {256}, 0, stream, static_cast<const int32_t*>(p.pair_first),

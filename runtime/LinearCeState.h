@@ -92,7 +92,7 @@ struct Storage {
 // The side of the square of (row tile, vocabulary tile) pairs that the CTAs running at once (one
 // per SM) should take, about sqrt(SMs): as many row tiles as vocabulary tiles, each read by all
 // of them together, from L2, rather than one vocabulary tile and a row tile per CTA. The forward's
-// grid order (CeFwdParams::row_group) and the KL gradient tiles' (linear_ce_pair_visit) use it.
+// grid order (CeFwdParams::row_group) and the gradient tiles' (linear_ce_pair_visit) use it.
 // Measured on the KL forward (N 24,576, D 5120, V 248k, H100): 312 ms in row-tile order, 218-225
 // ms with groups of 6 to 24 (11 here).
 inline int32_t shared_tiles_group(int num_sms) {

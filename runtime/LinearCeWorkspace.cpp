@@ -102,7 +102,7 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     take(ws.pair_first, 4 * (int64_t(ws.num_tiles) + 1));
     take(ws.staged_first, 4 * (int64_t(ws.num_tiles) + 1));
     take(ws.pair_list, 8 * int64_t(ws.row_tiles) * ws.num_tiles);
-    take(ws.pair_visit, s.kl ? 4 * int64_t(ws.row_tiles) * ws.num_tiles : 0);
+    take(ws.pair_visit, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
     bool a = s.analytic_smoothing;
     take(ws.colsum_partial, a ? 4 * int64_t(ws.colsum_parts) * s.dim : 0);
     take(ws.weight_colsum, a ? 4 * s.dim : 0);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One GPU call for the KL pairs' joint steps (gemm_loop_sm90_ws_joint) and the plain gradient
-# tiles' visiting order: this tree and BASE (a source tree of the commit before, e.g.
+# tiles' visiting order: this tree and BASE (a source tree of another commit, e.g.
 # `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
-# loops for the KL ones), the KL row on both trees in alternating rounds, then the three plain
-# heads on this tree with and without the visiting order (TJ_NO_VISIT=1) in alternating rounds.
+# loops for the KL ones), memcheck and racecheck on the KL test with a partly shared teacher,
+# then the KL row and the three plain heads on both trees in alternating rounds.
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +29,11 @@ echo "tests (sm90) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests.log" | tr 
 grep -E '^\[  FAILED' "$out/tests.log" | head -5
 TILEJIT_CE_LOOP=portable timeout 100 $t --gtest_filter='LinearCeGpu.*Kl*' >"$out/tests_portable.log" 2>&1
 echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
+for tool in memcheck racecheck; do
+  timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $t \
+    --gtest_filter='LinearCeGpu.KlTeacherSharingOneSegment' >"$out/sanitize_$tool.log" 2>&1
+  echo "$tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log") $(elapsed)"
+done
 kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes exact,state"
 for side in base head base head; do
   bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
@@ -37,9 +42,9 @@ for side in base head base head; do
 done
 echo "KL done $(elapsed)"
 plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes exact,state"
-for v in 1 0 1 0; do
-  if [ $v = 1 ]; then unset TJ_NO_VISIT; else export TJ_NO_VISIT=1; fi
-  timeout 60 build-gpu/bench/linear_ce_gpu_bench $plain 2>&1 | grep -E "^  (exact|state)" |
-    sed "s/^/visit$v /"
+for side in base head base head; do
+  bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
+  TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 60 $bin $plain 2>&1 |
+    grep -E "^  (exact|state)" | sed "s/^/plain $side /"
 done
 echo "all done $(elapsed)"
