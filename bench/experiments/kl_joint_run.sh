@@ -4,6 +4,7 @@
 # `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
 # loops for the KL ones), memcheck and racecheck on the KL test with a partly shared teacher,
 # then the KL row and the three plain heads on both trees in alternating rounds.
+#   env: SANITIZE_FILTER (the tests under the sanitizers), PLAIN=0 (no plain heads)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,8 @@ TILEJIT_CE_LOOP=portable timeout 100 $t --gtest_filter='LinearCeGpu.*Kl*' >"$out
 echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
 for tool in memcheck racecheck; do
   timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $t \
-    --gtest_filter='LinearCeGpu.KlTeacherSharingOneSegment' >"$out/sanitize_$tool.log" 2>&1
+    --gtest_filter="${SANITIZE_FILTER:-LinearCeGpu.KlTeacherSharingOneSegment}" \
+    >"$out/sanitize_$tool.log" 2>&1
   echo "$tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log") $(elapsed)"
 done
 kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes exact,state"
@@ -42,7 +44,7 @@ for side in base head base head; do
 done
 echo "KL done $(elapsed)"
 plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes exact,state"
-for side in base head base head; do
+for side in $([ "${PLAIN:-1}" = 1 ] && echo base head base head); do
   bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
   TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 60 $bin $plain 2>&1 |
     grep -E "^  (exact|state)" | sed "s/^/plain $side /"
