@@ -4,7 +4,9 @@
 # `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
 # loops for the KL ones), memcheck and racecheck on the KL test with a partly shared teacher,
 # then the KL row and the three plain heads on both trees in alternating rounds.
-#   env: SANITIZE_FILTER (the tests under the sanitizers), PLAIN=0 (no plain heads)
+#   env: TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
+#        SANITIZE_FILTER (the tests under the sanitizers), KL_MODES (default exact,state),
+#        PLAIN=0 (no plain heads)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,18 +27,21 @@ build "$base" build-base linear_ce_gpu_bench >"$out/build_base.log" 2>&1 &
 wait
 echo "builds done $(elapsed): head $(test -x build-gpu/bench/linear_ce_gpu_bench && echo ok || echo FAILED), base $(test -x build-base/bench/linear_ce_gpu_bench && echo ok || echo FAILED)"
 t=build-gpu/tests/ce/linear_ce_gpu_test
-timeout 200 $t --gtest_filter='LinearCeGpu.*' >"$out/tests.log" 2>&1
+timeout 200 $t --gtest_filter="${TEST_FILTER:-LinearCeGpu.*}" >"$out/tests.log" 2>&1
 echo "tests (sm90) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests.log" | tr '\n' ' ') $(elapsed)"
 grep -E '^\[  FAILED' "$out/tests.log" | head -5
-TILEJIT_CE_LOOP=portable timeout 100 $t --gtest_filter='LinearCeGpu.*Kl*' >"$out/tests_portable.log" 2>&1
-echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
+if [ "${PORTABLE:-1}" = 1 ]; then
+  TILEJIT_CE_LOOP=portable timeout 100 $t --gtest_filter='LinearCeGpu.*Kl*' \
+    >"$out/tests_portable.log" 2>&1
+  echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
+fi
 for tool in memcheck racecheck; do
   timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $t \
     --gtest_filter="${SANITIZE_FILTER:-LinearCeGpu.KlTeacherSharingOneSegment}" \
     >"$out/sanitize_$tool.log" 2>&1
   echo "$tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log") $(elapsed)"
 done
-kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes exact,state"
+kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes ${KL_MODES:-exact,state}"
 for side in base head base head; do
   bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
   TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 90 $bin $kl 2>&1 | grep -E "^  (exact|state)" |
