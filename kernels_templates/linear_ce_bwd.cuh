@@ -413,9 +413,8 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
 // pairs b, b + grid, ... (chunk_pair; CeGradKlWsCta's threads and shared memory). What each tile
 // computes and stores is linear_ce_grad<kKl>'s: the student's and the teacher's logits of the
 // pair, both products in registers (gemm_loop_sm90_ws_joint; their operands as
-// linear_ce_fwd_kl's, by TMA through `kl_maps`, but an ordered segment's student weight rows by
-// TMA from the chunk's staged copy, maps.staged, and its teacher's gathered unless they are the
-// student's), then G's entries; G is stored by TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w
+// linear_ce_fwd_kl's, by TMA through `kl_maps`, an ordered segment's weight rows gathered), then
+// G's entries; G is stored by TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w
 // + 64) of the tile, the tile's half w, and stages them in a GradOutTile<64> of its own; a
 // warpgroup whose half is not computed skips its products and stores zeros.
 struct CeGradKlWsCta : CeKlWsCta {
@@ -447,10 +446,6 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     if (t != located) {
       const int2 pair = p.pair_list[pair_index(t)];
       q = kl_pair(L, T, R, pair.x, 0);
-      if (q.student.seg->order) {  // the chunk's staged copy (every visited tile's), by TMA
-        q.student.boxed = true;
-        q.staged_row = chunk_staged_tile(p, pair.x) * kTileIds;
-      }
       row0 = pair_row_tile(pair.y) * kTileRows;
       located = t;
     }
@@ -463,7 +458,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   };
   auto load_boxes = [&](u32 stage, u32 full, int step) {
     locate(step);
-    kl_load_step(kl_maps, q, row0, (step % ks) * Cta::kK, stage, full, true, 1, 0, &maps.staged);
+    kl_load_step(kl_maps, q, row0, (step % ks) * Cta::kK, stage, full);
   };
 
   const int wg = threadIdx.x >> 7;  // computing warpgroup: the tile's half wg
@@ -490,13 +485,9 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   auto shares_b = [&](int t) {
     return (T.shared_weights >> tile_segment(L, p.pair_list[pair_index(t)].x)) & 1;
   };
-  // Every weight tile by TMA: the student's always (an ordered segment's staged), the teacher's
-  // where it has no order or shares the student's.
-  bool all_boxes = true;
-  for (int s = 0; s < L.num_segments; ++s)
-    all_boxes = all_boxes && (!T.layout.seg[s].order || ((T.shared_weights >> s) & 1));
   if (!gemm_loop_sm90_ws_joint<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
-                                          shares_b, kl_ring(L, T), load_boxes, all_boxes, skip))
+                                          shares_b, kl_ring(L, T), load_boxes,
+                                          kl_all_boxes(L, T, 0), skip))
     return;  // a loading warpgroup: done
   if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }

@@ -83,18 +83,14 @@ __device__ __forceinline__ KlProduct kl_product(const CeLayout& L, const CeTeach
 
 // Both products of vocabulary tile `tile`; `shared`: the teacher's weight tile is the student's
 // (CeTeacher::shared_weights), so one tile serves both.
-// staged_row (the gradient tiles, an ordered segment; -1: none): the student's weight tile is
-// rows staged_row.. of the chunk's staged copy in position order (linear_ce_stage_weights), by
-// TMA (`staged` of kl_load_step); student.boxed is then set.
 struct KlPair {
   KlProduct student, teacher;
   bool shared;
-  int staged_row;
 };
 __device__ __forceinline__ KlPair kl_pair(const CeLayout& L, const CeTeacher& T, const CeRows& R,
                                           int tile, int in_position_order) {
   KlPair q{kl_product(L, T, R, tile, false, in_position_order),
-           kl_product(L, T, R, tile, true, in_position_order), false, -1};
+           kl_product(L, T, R, tile, true, in_position_order), false};
   q.shared = (T.shared_weights >> q.student.s) & 1;
   return q;
 }
@@ -124,12 +120,10 @@ __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher&
 // teacher's not where q.shared); one arrival on `full` with the bytes. In a cluster of `cluster`
 // CTAs sharing row0 (the KL forward's), this CTA (`rank`) reads the A tiles' rank-th slices of
 // kKlRows / cluster rows into every one's stage (the hidden maps' boxes are that slice) and its
-// peers the others, so `full` expects the whole tiles all the same. `staged`: the map of
-// KlPair::staged_row.
+// peers the others, so `full` expects the whole tiles all the same.
 __device__ __forceinline__ void kl_load_step(const CeKlMaps& maps, const KlPair& q, int row0,
                                              int k0, u32 stage, u32 full, bool weights = true,
-                                             int cluster = 1, int rank = 0,
-                                             const tjk::TmaDescriptor* staged = nullptr) {
+                                             int cluster = 1, int rank = 0) {
   const bool bs = weights && q.student.boxed, bt = weights && !q.shared && q.teacher.boxed;
   tjk::mbar_arrive_expect_tx(full, (2 * kKlRows + (bs + bt) * kTileIds) * kRowBytes);
   const u32 b_tiles = stage + CeKlWsCta::kAElems * 2;
@@ -145,11 +139,7 @@ __device__ __forceinline__ void kl_load_step(const CeKlMaps& maps, const KlPair&
                                  static_cast<unsigned short>((1u << cluster) - 1));
     }
   }
-  if (bs) {
-    const bool from_staged = q.staged_row >= 0;
-    tjk::tma_load_2d(b_tiles, from_staged ? staged : &maps.weight[q.student.s], k0,
-                     from_staged ? q.staged_row : q.student.lbase, full);
-  }
+  if (bs) tjk::tma_load_2d(b_tiles, &maps.weight[q.student.s], k0, q.student.lbase, full);
   if (bt)
     tjk::tma_load_2d(b_tiles + kTileIds * kRowBytes, &maps.teacher_weight[q.teacher.s], k0,
                      q.teacher.lbase, full);
@@ -193,19 +183,17 @@ struct KlPairCopies {
   int wrows_pair = -1;
 
   __device__ __forceinline__ void operator()(u16* b_tiles, const KlPair& q, int pair, int k0) {
-    const bool student = !q.student.boxed, teacher = !q.shared && !q.teacher.boxed;
-    if (!student && !teacher) return;
+    if (q.student.boxed) return;  // (and so is the teacher's: the same order, the same copies)
     const int tid = CeKlWsCta::load_thread();
     const CeOperand ws = weight_rows(*q.student.seg, q.student.lbase, k0, q.student.dim - k0);
-    if (pair != wrows_pair) {  // (the student's order is the teacher's)
+    if (pair != wrows_pair) {
       wrows.read(ws.gather, ws.rows, tid);
       wrows_pair = pair;
     }
-    if (student) load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles, ws, wrows, tid);
-    if (teacher) {
-      const CeOperand wt = weight_rows(*q.teacher.seg, q.teacher.lbase, k0, q.teacher.dim - k0);
-      load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles + kTileIds * 64, wt, wrows, tid);
-    }
+    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles, ws, wrows, tid);
+    if (q.shared) return;
+    const CeOperand wt = weight_rows(*q.teacher.seg, q.teacher.lbase, k0, q.teacher.dim - k0);
+    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles + kTileIds * 64, wt, wrows, tid);
   }
 };
 

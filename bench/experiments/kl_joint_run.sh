@@ -4,7 +4,8 @@
 # `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
 # loops for the KL ones), memcheck and racecheck on the KL test with a partly shared teacher,
 # then the KL row and the three plain heads on both trees in alternating rounds.
-#   env: TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
+#   env: PATCH (a patch applied to this tree's copy first, e.g. kl_grad_staged.patch),
+#        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
 #        SANITIZE_FILTER (the tests under the sanitizers), KL_MODES (default exact,state),
 #        PLAIN=0 (no plain heads)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
@@ -13,6 +14,9 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: kl_joint_run.sh OUTDIR BASE}
 base=${2:?usage: kl_joint_run.sh OUTDIR BASE}
 mkdir -p "$out"
+if [ -n "${PATCH:-}" ]; then
+  git apply "$PATCH" || patch -p1 <"$PATCH" || { echo "the patch does not apply"; exit 1; }
+fi
 t0=$(date +%s)
 elapsed() { echo "$(($(date +%s) - t0))s"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
