@@ -17,6 +17,7 @@ mkdir -p "$out"
 if [ -n "${PATCH:-}" ]; then
   git apply "$PATCH" || patch -p1 <"$PATCH" || { echo "the patch does not apply"; exit 1; }
 fi
+exec > >(tee -a "$out/summary.txt") 2>&1  # the lines so far come back even if the call is cut
 t0=$(date +%s)
 elapsed() { echo "$(($(date +%s) - t0))s"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader
