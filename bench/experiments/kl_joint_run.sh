@@ -7,7 +7,8 @@
 #   env: PATCH (a patch applied to this tree's copy first, e.g. kl_grad_staged.patch),
 #        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
 #        SANITIZE_FILTER (the tests under the sanitizers), KL_MODES (default exact,state),
-#        PLAIN=0 (no plain heads)
+#        PLAIN=0 (no plain heads), KL_EXTRA (bench arguments: this tree's KL row again with them,
+#        e.g. "--kl-cluster 2", as a third side of each round)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,10 +48,13 @@ for tool in memcheck racecheck; do
   echo "$tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log") $(elapsed)"
 done
 kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes ${KL_MODES:-exact,state}"
-for side in base head base head; do
-  bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
-  TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 90 $bin $kl 2>&1 | grep -E "^  (exact|state)" |
-    sed "s/^/kl $side /"
+sides="base head base head"
+[ -n "${KL_EXTRA:-}" ] && sides="base head extra base head extra"
+for side in $sides; do
+  bin=build-$([ $side = base ] && echo base || echo gpu)/bench/linear_ce_gpu_bench
+  extra=$([ $side = extra ] && echo "$KL_EXTRA")
+  TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 90 $bin $kl $extra 2>&1 |
+    grep -E "^  (exact|state)" | sed "s/^/kl $side /"
 done
 echo "KL done $(elapsed)"
 plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes exact,state"
