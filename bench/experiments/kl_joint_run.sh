@@ -6,7 +6,8 @@
 # then the KL row and the three plain heads on both trees in alternating rounds.
 #   env: PATCH (a patch applied to this tree's copy first, e.g. kl_grad_staged.patch),
 #        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
-#        SANITIZE_FILTER (the tests under the sanitizers), KL_MODES (default exact,state),
+#        SANITIZE_FILTER (the tests under the sanitizers), SANITIZERS (default "memcheck
+#        racecheck"; empty: none), KL_MODES (default exact,state),
 #        PLAIN=0 (no plain heads), KL_EXTRA (bench arguments: this tree's KL row again with them,
 #        e.g. "--kl-cluster 2", as a third side of each round)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
@@ -41,7 +42,7 @@ if [ "${PORTABLE:-1}" = 1 ]; then
     >"$out/tests_portable.log" 2>&1
   echo "tests (portable, KL) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_portable.log" | tr '\n' ' ') $(elapsed)"
 fi
-for tool in memcheck racecheck; do
+for tool in ${SANITIZERS-memcheck racecheck}; do
   timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $t \
     --gtest_filter="${SANITIZE_FILTER:-LinearCeGpu.KlTeacherSharingOneSegment}" \
     >"$out/sanitize_$tool.log" 2>&1
