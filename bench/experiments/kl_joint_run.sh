@@ -30,8 +30,11 @@ build() {  # source build-dir targets...
     -DTILEJIT_BUILD_BENCH=ON >/dev/null 2>&1 && cmake --build "$dir" -j 8 --target "$@"
 }
 build . build-gpu linear_ce_gpu_test linear_ce_gpu_bench >"$out/build.log" 2>&1 &
+head_build=$!
 build "$base" build-base linear_ce_gpu_bench >"$out/build_base.log" 2>&1 &
-wait
+base_build=$!
+# The two builds only: a bare `wait` would also wait for the tee above, which never ends.
+wait $head_build $base_build
 echo "builds done $(elapsed): head $(test -x build-gpu/bench/linear_ce_gpu_bench && echo ok || echo FAILED), base $(test -x build-base/bench/linear_ce_gpu_bench && echo ok || echo FAILED)"
 t=build-gpu/tests/ce/linear_ce_gpu_test
 timeout 200 $t --gtest_filter="${TEST_FILTER:-LinearCeGpu.*}" >"$out/tests.log" 2>&1
