@@ -503,6 +503,7 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, in
   int s = 0, pass = 0, held = -1;  // stage, pass over the ring, the stage still to be released
   for (int q = 0; q < pairs; ++q) {
     const bool skipped = !Skip::kNever && __shfl_sync(0xffffffffu, int(skip(q)), 0);
+    const u32 second_b = shares_b(q) ? 0 : Cta::kN * kRowBytes;  // from the first's B tile
     for (int k = 0; k < steps_per_tile; ++k) {
       tjk::mbar_wait(full0 + 8 * s, pass & 1);
       if (!Skip::kNever && skipped) {  // nothing issued: the stage goes back at once
@@ -512,7 +513,6 @@ __device__ __forceinline__ bool gemm_loop_sm90_ws_joint(u16* smem, int pairs, in
       }
       if (!tma_only) tjk::fence_proxy_async_shared();
       const u32 a = smem_base + s * stage_bytes, b = a + Cta::kAElems * 2;
-      const u32 second_b = shares_b(q) ? 0 : Cta::kN * kRowBytes;  // from the first's B tile
       pin_acc(first);
       pin_acc(second);
       tjk::wgmma_fence();

@@ -105,7 +105,8 @@ struct GradRowTerms {
   float kl_weight, inv_t, tempered_lse, teacher_lse;  // KL only
 };
 
-template <bool kKl>
+// kTempered false (a KL term at T = 1): z / T is z and the tempered lse is lse, so q_v is p_v.
+template <bool kKl, bool kTempered = true>
 __device__ __forceinline__ GradRowTerms grad_row_terms(const CeBwdParams& p, int k) {
   GradRowTerms t;
   t.lse = p.lse[k];
@@ -115,8 +116,8 @@ __device__ __forceinline__ GradRowTerms grad_row_terms(const CeBwdParams& p, int
   t.row_grad = p.row_grad[k];
   if (kKl) {
     t.kl_weight = p.kl.weight;
-    t.inv_t = p.kl.teacher.inv_temperature;
-    t.tempered_lse = p.kl.tempered_lse[k];
+    t.inv_t = kTempered ? p.kl.teacher.inv_temperature : 1.f;
+    t.tempered_lse = kTempered ? p.kl.tempered_lse[k] : t.lse;
     t.teacher_lse = p.kl.teacher_lse[k];
   }
   return t;
@@ -125,14 +126,14 @@ __device__ __forceinline__ GradRowTerms grad_row_terms(const CeBwdParams& p, int
 // G's entry at (kept row k, id) from its row's terms, z = logit_mod(x), (KL) the teacher's
 // modded logit tz and lg = d logit_mod / d logit at the raw logit x. `subtract_uniform`: the
 // smoothing term is not applied analytically (weight_colsum) for this program.
-template <bool kKl>
+template <bool kKl, bool kTempered = true>
 __device__ __forceinline__ float grad_entry(const GradRowTerms& t, bool subtract_uniform, float z,
                                             float tz, float lg, bool is_target) {
   float pr = fast_exp2((z - t.lse) * kLog2e);
   float gd = pr * t.prob_weight - (is_target ? t.target_weight : 0.f);
   if (subtract_uniform) gd -= t.uniform;
   if (kKl) {
-    float q = fast_exp2((z * t.inv_t - t.tempered_lse) * kLog2e);
+    const float q = kTempered ? fast_exp2((z * t.inv_t - t.tempered_lse) * kLog2e) : pr;
     float pt = fast_exp2((tz * t.inv_t - t.teacher_lse) * kLog2e);
     gd += t.kl_weight * (q - pt);
   }
@@ -200,7 +201,7 @@ __device__ __forceinline__ void grad_tile_entries(const Args& args, const CeBwdP
       const bool row_ok = k < R.n_kept && (halves >> (r / 64) & 1);
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
-      const GradRowTerms terms = grad_row_terms<kKl>(p, row_ok ? k : 0);
+      const GradRowTerms terms = grad_row_terms<kKl, Prog::kKlTempered>(p, row_ok ? k : 0);
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
         float g2[2];
@@ -219,7 +220,8 @@ __device__ __forceinline__ void grad_tile_entries(const Args& args, const CeBwdP
               if (teacher_bias) xt += to_float<kF16>(teacher_bias[wrow]);
               tz = at.mod(xt, id);
             }
-            g2[e] = grad_entry<kKl>(terms, subtract_uniform, z, tz, at.grad(x, id), id == tgt);
+            g2[e] = grad_entry<kKl, Prog::kKlTempered>(terms, subtract_uniform, z, tz,
+                                                       at.grad(x, id), id == tgt);
           }
         }
         store(r, ni, pack2<kF16>(g2[0], g2[1]));

@@ -60,8 +60,9 @@ struct StudentStats {
     m = neg_inf();
     s = st = 0.f;
   }
-  // z(j), j < n: one row's logits of a tile (-inf for an absent entry).
-  template <int n, class Z>
+  // z(j), j < n: one row's logits of a tile (-inf for an absent entry). !kTempered (T = 1): st
+  // is not kept (it would equal s), and tempered_sum() gives s.
+  template <int n, bool kTempered, class Z>
   __device__ __forceinline__ void add(const Z& z, float inv_t) {
     float mx = m;
 #pragma unroll
@@ -73,11 +74,15 @@ struct StudentStats {
     for (int j = 0; j < n; ++j) {
       const float x = fmaf(z(j), kLog2e, -mx2);  // log2e (z - m), -inf for an absent entry
       acc += fast_exp2(x);
-      acc_t += fast_exp2(x * inv_t);
+      if (kTempered) acc_t += fast_exp2(x * inv_t);
     }
     s = s * fast_exp2(d) + acc;
-    st = st * fast_exp2(d * inv_t) + acc_t;
+    if (kTempered) st = st * fast_exp2(d * inv_t) + acc_t;
     m = mx;
+  }
+  template <bool kTempered>
+  __device__ __forceinline__ float tempered_sum() const {
+    return kTempered ? st : s;
   }
 };
 
@@ -160,7 +165,8 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     }
   }
   const int lane = threadIdx.x & 31, wn = warp_n<Cta>();
-  const float inv_t = T.inv_temperature;
+  constexpr bool kTempered = Prog::kKlTempered;
+  const float inv_t = kTempered ? T.inv_temperature : 1.f;
   const bool smoothing = p.part_zsum != nullptr;
 
   StudentStats student_row[kRows];
@@ -222,7 +228,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
       // The row's values in place: column j of the thread's is n8 group j / 2, element j % 2.
       const auto z = [&](int j) { return student[mi][j >> 1][h * 2 + (j & 1)]; };
       const auto u = [&](int j) { return acc[mi][j >> 1][h * 2 + (j & 1)]; };
-      student_row[r].template add<kCols>(z, inv_t);
+      student_row[r].template add<kCols, kTempered>(z, inv_t);
       teacher_row[r].template add<kCols>(u, z, inv_t);
       if (p.tile_max) {  // the warp's columns: across the quad, then (kAcrossWarps) shared memory
 #pragma unroll
@@ -314,7 +320,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     StudentStats& S = student_row[r];
     TeacherStats& Q = teacher_row[r];
     // The tempered sum as its own statistic from here on: max m / T.
-    float tm = S.m * inv_t, ts = S.st;
+    float tm = S.m * inv_t, ts = S.template tempered_sum<kTempered>();
 #pragma unroll
     for (int o = 1; o <= 2; o <<= 1) {
       float m2 = __shfl_xor_sync(0xffffffffu, S.m, o);

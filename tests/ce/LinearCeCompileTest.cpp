@@ -244,7 +244,7 @@ TEST(LinearCeCompile, HopperProductsStayAsynchronousAndSpillFree) {
 
 // A KL program's forward and gradient tiles (linear_ce_fwd_kl, linear_ce_grad_kl) on the Hopper
 // loop, both element types: on sm_90a the student's and the teacher's tiles each keep registers
-// of their own through the products (gemm_loop_sm90_ws_pairs), which stay asynchronous (no
+// of their own through the products (gemm_loop_sm90_ws_joint), which stay asynchronous (no
 // "serialized" warning), and nothing spills or keeps a stack frame; the modules also compile for
 // sm_80, where they run the portable loop.
 TEST(LinearCeCompile, KlTilesOnTheHopperLoopStayAsynchronousAndSpillFree) {
@@ -257,6 +257,37 @@ TEST(LinearCeCompile, KlTilesOnTheHopperLoopStayAsynchronousAndSpillFree) {
           m, module == LossModule::Forward ? "tj_linear_ce_fwd_kl_" : "tj_linear_ce_grad_kl_");
       EXPECT_NO_THROW(compile_verbose(m, "sm_80")) << m.source.variant;
     }
+}
+
+// A KL term at temperature 1 compiles without the tempered student's exponentials (z / T is z:
+// the forward's tempered sum is the plain one, the gradient's q_v is p_v), so its forward and
+// gradient tiles issue fewer ex2 than the same program's at temperature 2; both stay
+// asynchronous and spill-free on sm_90a.
+TEST(LinearCeCompile, KlAtTemperatureOneSkipsTheTemperedExponentials) {
+  LossProgram prog = loss_of(load_program(example("distill")));
+  ASSERT_TRUE(prog.kl && prog.kl->temperature == 1);
+  const std::regex ex2("\\bex2\\.approx\\b");
+  std::map<std::pair<double, LossModule>, long> exps;
+  for (double temperature : {1.0, 2.0}) {
+    prog.kl->temperature = temperature;
+    for (LinearCeModule& m : linear_ce_modules(prog, DType::BF16, CeTileLoop::Sm90)) {
+      const LossModule module = m.source.module;
+      if (module != LossModule::Forward && module != LossModule::Gradient) continue;
+      CompileResult r = compile_verbose(m, "sm_90a", /*want_ptx=*/true);
+      const std::string what = fmt::format("[T {} {}]:\n{}", temperature, m.source.variant, r.log);
+      EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
+      expect_no_local_memory(r.log, m.source.entries.size(), what);
+      exps[{temperature, module}] =
+          std::distance(std::sregex_iterator(r.ptx.begin(), r.ptx.end(), ex2), std::sregex_iterator());
+    }
+  }
+  for (LossModule module : {LossModule::Forward, LossModule::Gradient}) {
+    const long at_one = exps[{1.0, module}], at_two = exps[{2.0, module}];
+    fmt::print("{}: ex2 in the PTX at T 1: {}, at T 2: {}\n", loss_module_name(module), at_one,
+               at_two);
+    EXPECT_GT(at_one, 0) << loss_module_name(module);
+    EXPECT_LT(at_one, at_two) << loss_module_name(module) << ": ex2 at T 1 / T 2";
+  }
 }
 
 // Gemma 2's soft-cap `cap * tanh(logit / cap)` in the program modules, both tile loops, sm_90a

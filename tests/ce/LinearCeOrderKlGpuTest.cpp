@@ -400,8 +400,8 @@ TEST_F(LinearCeGpu, KlManyPairsPerCta) {
 // A teacher sharing the student's weights and bias in its first segment and not in its second
 // (its own weights there, D_t = D): on the Hopper loop the pairs of the first segment read one
 // weight tile for both products and those of the second two, and a CTA's run of pairs crosses
-// from one to the other (forward splits and persistent gradient CTAs alike). Natural order, then
-// ordered with the weights gathered.
+// from one to the other (forward splits and persistent gradient CTAs alike). Natural order at
+// T 1.25, then ordered with the weights gathered at T 1 (the kernels without tempered exps).
 TEST_F(LinearCeGpu, KlTeacherSharingOneSegment) {
   std::vector<SegSpec> segs = {{0, 6000, true}, {6100, 2000, false}};
   for (bool ordered : {false, true}) {
@@ -414,7 +414,7 @@ TEST_F(LinearCeGpu, KlTeacherSharingOneSegment) {
            .threshold = ordered ? -1.f : 0.f,
            .seed = 59,
            .kl = Case::Kl{.alpha = 0.35,
-                          .temperature = 1.25,
+                          .temperature = ordered ? 1 : 1.25,  // 1: untempered kernels
                           .own_teacher = true,
                           .teacher_d = 64,
                           .shared_segments = 1}};
