@@ -17,6 +17,9 @@ for k in ${KERNELS:-fwd_kl grad_kl}; do  # fwd_bf16: the plain forward of the V 
     $(case $k in *kl) echo "$args" ;; *) echo "$plain" ;; esac) >"$out/ncu/${k}_run.log" 2>&1
   echo "ncu $k rc=$?"
   ncu --import "$out/ncu/$k.ncu-rep" --page details >"$out/ncu/${k}_details.txt" 2>&1
+  # Per SASS instruction: executed counts and stall samples (where the issue slots go).
+  ncu --import "$out/ncu/$k.ncu-rep" --page source --csv --print-source sass \
+    >"$out/ncu/${k}_sass.csv" 2>&1
   grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|L2 Hit Rate|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc Active" \
     "$out/ncu/${k}_details.txt" | head -14 | sed "s/^/$k /"
 done
