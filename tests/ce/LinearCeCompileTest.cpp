@@ -277,8 +277,8 @@ TEST(LinearCeCompile, KlAtTemperatureOneSkipsTheTemperedExponentials) {
       const std::string what = fmt::format("[T {} {}]:\n{}", temperature, m.source.variant, r.log);
       EXPECT_EQ(r.log.find("serialized"), std::string::npos) << what;
       expect_no_local_memory(r.log, m.source.entries.size(), what);
-      exps[{temperature, module}] =
-          std::distance(std::sregex_iterator(r.ptx.begin(), r.ptx.end(), ex2), std::sregex_iterator());
+      exps[{temperature, module}] = std::distance(
+          std::sregex_iterator(r.ptx.begin(), r.ptx.end(), ex2), std::sregex_iterator());
     }
   }
   for (LossModule module : {LossModule::Forward, LossModule::Gradient}) {
