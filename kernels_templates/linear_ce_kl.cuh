@@ -167,7 +167,8 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   const int lane = threadIdx.x & 31, wn = warp_n<Cta>();
   constexpr bool kTempered = Prog::kKlTempered;
   const float inv_t = kTempered ? T.inv_temperature : 1.f;
-  const bool smoothing = p.part_zsum != nullptr;
+  // Label smoothing's sums of z, only where the program smooths (p.part_zsum then set).
+  constexpr bool smoothing = Prog::kLabelSmoothing;
 
   StudentStats student_row[kRows];
   TeacherStats teacher_row[kRows];
@@ -197,33 +198,35 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
       float zmax = neg_inf(), tmax = neg_inf();  // target excluded
+      // Every entry is computed and those outside the rows or the segment then dropped, with no
+      // branch per entry: the target is found by its position (where logit_mod does not read the
+      // id, an ordered segment's order is then not read at all), a position past the segment
+      // takes its last row's id (the bias is read in bounds), and the target's stores are
+      // predicated.
+      const int tpos =
+          row_ok && tgt >= S.begin && tgt - S.begin < S.size ? seg_position(S, tgt - S.begin) : -1;
+      const int last = S.size - 1;
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int pos = lbase + acc_col<Cta>(ni) + e;
-          float zv_out = neg_inf(), uv_out = neg_inf();
-          if (row_ok && pos < S.size) {
-            const int row = seg_row(S, pos), id = S.begin + row;
-            float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
-            if (S.bias) x += to_float<kF16>(S.bias[row]);
-            if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
-            float zv = at.mod(x, id);
-            float tv = at.mod(xt, id);
-            if (id == tgt) {
-              p.target_logit[k] = zv;
-              p.target_raw[k] = x;
-              p.kl.teacher_target_logit[k] = tv;
-            } else {
-              zmax = fmaxf(zmax, zv);
-              tmax = fmaxf(tmax, tv);
-            }
-            if (smoothing) zs[r] += zv;
-            zv_out = zv;
-            uv_out = tv * inv_t;
+          const bool in = row_ok && pos < S.size, other = in && pos != tpos;
+          const int row = seg_row(S, min(pos, last)), id = S.begin + row;
+          float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
+          if (S.bias) x += to_float<kF16>(S.bias[row]);  // (uniform: one segment per pair)
+          if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
+          const float zv = at.mod(x, id), tv = at.mod(xt, id);
+          if (pos == tpos) {
+            p.target_logit[k] = zv;
+            p.target_raw[k] = x;
+            p.kl.teacher_target_logit[k] = tv;
           }
-          student[mi][ni][h * 2 + e] = zv_out;
-          acc[mi][ni][h * 2 + e] = uv_out;
+          zmax = fmaxf(zmax, other ? zv : neg_inf());
+          tmax = fmaxf(tmax, other ? tv : neg_inf());
+          if (smoothing) zs[r] += in ? zv : 0.f;
+          student[mi][ni][h * 2 + e] = in ? zv : neg_inf();
+          acc[mi][ni][h * 2 + e] = in ? tv * inv_t : neg_inf();
         }
       // The row's values in place: column j of the thread's is n8 group j / 2, element j % 2.
       const auto z = [&](int j) { return student[mi][j >> 1][h * 2 + (j & 1)]; };
@@ -287,11 +290,11 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     };
     const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
     typename Cta::Acc student, teacher;
-    if (!gemm_loop_sm90_ws_joint<Cta, kF16>(
-            smem, loop_pairs, ks, load_pair, pair_done, student, teacher, shares_b, kl_ring(L, T),
-            load_boxes, all_boxes, skip_when([&](int q) { return q >= pairs; }), cluster))
+    if (!gemm_loop_sm90_ws_joint<Cta, kF16>(smem, loop_pairs, ks, load_pair, pair_done, student,
+                                            teacher, shares_b, kl_ring(L, T), load_boxes, all_boxes,
+                                            skip_when([&](int q) { return q >= pairs; }), cluster))
       return;  // a loading warpgroup: done
-  } else {  // the student's tile copied aside while the teacher's accumulates
+  } else {     // the student's tile copied aside while the teacher's accumulates
     // Step `step` of half h = step / ks: product h % 2 (the student's, then the teacher's) of
     // vocabulary tile t_begin + h / 2.
     auto product_of = [&](int h) {

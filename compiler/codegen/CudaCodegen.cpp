@@ -350,6 +350,7 @@ std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad) {
   s += flag("kLogitReadsBuffers", ir::reads_buffers(prog.logit));
   // A KL term at temperature 1: z / T is z, and the kernels skip the tempered student's exps.
   s += flag("kKlTempered", prog.kl && prog.kl->temperature != 1);
+  s += flag("kLabelSmoothing", prog.label_smoothing != 0);
   s += '\n';
   write_loss_hook(s, {"logit", "float", "logit_mod", params, call}, "Logit", "logit", prog.logit,
                   file, members);

@@ -2,6 +2,7 @@ struct TjProgram {
   static constexpr bool kLogitIsIdentity = false;
   static constexpr bool kLogitReadsBuffers = true;
   static constexpr bool kKlTempered = false;
+  static constexpr bool kLabelSmoothing = false;
 
   // logit = cap * tanh(logit / cap) / temp[row]
   struct LogitConst {

@@ -2,6 +2,7 @@ struct TjProgram {
   static constexpr bool kLogitIsIdentity = false;
   static constexpr bool kLogitReadsBuffers = false;
   static constexpr bool kKlTempered = false;
+  static constexpr bool kLabelSmoothing = false;
 
   // logit = 30.0 * tanh(logit * inv_t)
   struct LogitConst {
