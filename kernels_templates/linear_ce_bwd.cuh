@@ -415,10 +415,11 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
 // pairs b, b + grid, ... (chunk_pair; CeGradKlWsCta's threads and shared memory). What each tile
 // computes and stores is linear_ce_grad<kKl>'s: the student's and the teacher's logits of the
 // pair, both products in registers (gemm_loop_sm90_ws_joint; their operands as
-// linear_ce_fwd_kl's, by TMA through `kl_maps`, an ordered segment's weight rows gathered), then
-// G's entries; G is stored by TMA through maps.grad. Computing warpgroup w holds rows [64 w, 64 w
-// + 64) of the tile, the tile's half w, and stages them in a GradOutTile<64> of its own; a
-// warpgroup whose half is not computed skips its products and stores zeros.
+// linear_ce_fwd_kl's, by TMA through `kl_maps`, but an ordered segment's student weight rows by
+// TMA from the chunk's staged copy, maps.staged, and its teacher's gathered unless they are the
+// student's), then G's entries; G is stored by TMA through maps.grad. Computing warpgroup w holds
+// rows [64 w, 64 w + 64) of the tile, the tile's half w, and stages them in a GradOutTile<64> of
+// its own; a warpgroup whose half is not computed skips its products and stores zeros.
 struct CeGradKlWsCta : CeKlWsCta {
   static constexpr int kRingBytes = CeKlWsCta::kSmemBytes;
   static constexpr int kOutBytes = 64 * kTileIds * 2;  // a computing warpgroup's output tile
@@ -448,6 +449,10 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     if (t != located) {
       const int2 pair = p.pair_list[pair_index(t)];
       q = kl_pair(L, T, R, pair.x, 0);
+      if (q.student.seg->order) {  // the chunk's staged copy (every visited tile's), by TMA
+        q.student.boxed = true;
+        q.staged_row = chunk_staged_tile(p, pair.x) * kTileIds;
+      }
       row0 = pair_row_tile(pair.y) * kTileRows;
       located = t;
     }
@@ -460,7 +465,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   };
   auto load_boxes = [&](u32 stage, u32 full, int step) {
     locate(step);
-    kl_load_step(kl_maps, q, row0, (step % ks) * Cta::kK, stage, full);
+    kl_load_step(kl_maps, q, row0, (step % ks) * Cta::kK, stage, full, true, 1, 0, &maps.staged);
   };
 
   const int wg = threadIdx.x >> 7;  // computing warpgroup: the tile's half wg
@@ -476,8 +481,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     out.acquire();
     grad_tile_entries<Prog, Args, Cta, kF16, true>(
         args, p, S, s, (pair.x - S.first_tile) * kTileIds, pair_row_tile(pair.y) * kTileRows,
-        pair_halves(pair.y), student, teacher,
-        [&](int r, int ni, u32 v) { out.put(r, ni, v); });
+        pair_halves(pair.y), student, teacher, [&](int r, int ni, u32 v) { out.put(r, ni, v); });
     out.store(&maps.grad, block * kTileRows + 64 * wg);
   };
   // A warpgroup skips both products of a pair whose half it holds is not computed.
@@ -489,8 +493,9 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
   };
   if (!gemm_loop_sm90_ws_joint<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
                                           shares_b, kl_ring(L, T), load_boxes,
-                                          kl_all_boxes(L, T, 0), skip))
+                                          kl_all_boxes(L, T, 0, true), skip))
     return;  // a loading warpgroup: done
+
   if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
 }
 

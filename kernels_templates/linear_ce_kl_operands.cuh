@@ -83,14 +83,18 @@ __device__ __forceinline__ KlProduct kl_product(const CeLayout& L, const CeTeach
 
 // Both products of vocabulary tile `tile`; `shared`: the teacher's weight tile is the student's
 // (CeTeacher::shared_weights), so one tile serves both.
+// staged_row (the gradient tiles, an ordered segment; -1: none): the student's weight tile is
+// rows staged_row.. of the chunk's staged copy in position order (linear_ce_stage_weights), by
+// TMA (`staged` of kl_load_step); student.boxed is then set.
 struct KlPair {
   KlProduct student, teacher;
   bool shared;
+  int staged_row;
 };
 __device__ __forceinline__ KlPair kl_pair(const CeLayout& L, const CeTeacher& T, const CeRows& R,
                                           int tile, int in_position_order) {
   KlPair q{kl_product(L, T, R, tile, false, in_position_order),
-           kl_product(L, T, R, tile, true, in_position_order), false};
+           kl_product(L, T, R, tile, true, in_position_order), false, -1};
   q.shared = (T.shared_weights >> q.student.s) & 1;
   return q;
 }
@@ -104,13 +108,17 @@ __device__ __forceinline__ RingShape kl_ring(const CeLayout& L, const CeTeacher&
 }
 
 // Whether every weight tile comes by TMA: the loading threads other than the first then have
-// nothing to copy.
+// nothing to copy. `student_staged` (the gradient tiles): the student's ordered weights come from
+// the chunk's staged copy, so only a teacher's own ordered weights (not shared) are gathered.
 __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher& T,
-                                             int in_position_order) {
+                                             int in_position_order, bool student_staged = false) {
   bool all = true;
-  for (int s = 0; s < L.num_segments; ++s)
-    all = all && kl_weight_boxed(L, T, s, false, in_position_order) &&
-          kl_weight_boxed(L, T, s, true, in_position_order);
+  for (int s = 0; s < L.num_segments; ++s) {
+    const bool student = student_staged || kl_weight_boxed(L, T, s, false, in_position_order);
+    const bool teacher = kl_weight_boxed(L, T, s, true, in_position_order) ||
+                         (student_staged && (T.shared_weights >> s & 1));
+    all = all && student && teacher;
+  }
   return all;
 }
 
@@ -120,10 +128,12 @@ __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher&
 // teacher's not where q.shared); one arrival on `full` with the bytes. In a cluster of `cluster`
 // CTAs sharing row0 (the KL forward's), this CTA (`rank`) reads the A tiles' rank-th slices of
 // kKlRows / cluster rows into every one's stage (the hidden maps' boxes are that slice) and its
-// peers the others, so `full` expects the whole tiles all the same.
+// peers the others, so `full` expects the whole tiles all the same. `staged`: the map of
+// KlPair::staged_row (CeBwdMaps::staged, in 64 x 64 boxes).
 __device__ __forceinline__ void kl_load_step(const CeKlMaps& maps, const KlPair& q, int row0,
                                              int k0, u32 stage, u32 full, bool weights = true,
-                                             int cluster = 1, int rank = 0) {
+                                             int cluster = 1, int rank = 0,
+                                             const tjk::TmaDescriptor* staged = nullptr) {
   const bool bs = weights && q.student.boxed, bt = weights && !q.shared && q.teacher.boxed;
   tjk::mbar_arrive_expect_tx(full, (2 * kKlRows + (bs + bt) * kTileIds) * kRowBytes);
   const u32 b_tiles = stage + CeKlWsCta::kAElems * 2;
@@ -134,12 +144,17 @@ __device__ __forceinline__ void kl_load_step(const CeKlMaps& maps, const KlPair&
       tjk::tma_load_2d(a_tile, hidden, k0, row0, full);
     } else {
       const int rows = kKlRows / cluster;
-      tjk::tma_load_2d_multicast(a_tile + rank * rows * kRowBytes, hidden, k0,
-                                 row0 + rank * rows, full,
-                                 static_cast<unsigned short>((1u << cluster) - 1));
+      tjk::tma_load_2d_multicast(a_tile + rank * rows * kRowBytes, hidden, k0, row0 + rank * rows,
+                                 full, static_cast<unsigned short>((1u << cluster) - 1));
     }
   }
-  if (bs) tjk::tma_load_2d(b_tiles, &maps.weight[q.student.s], k0, q.student.lbase, full);
+  if (bs && q.staged_row >= 0) {  // the staged map's boxes are 64 rows (CeBwdMaps)
+#pragma unroll
+    for (int j = 0; j < kTileIds / 64; ++j)
+      tjk::tma_load_2d(b_tiles + j * 64 * kRowBytes, staged, k0, q.staged_row + 64 * j, full);
+  } else if (bs) {
+    tjk::tma_load_2d(b_tiles, &maps.weight[q.student.s], k0, q.student.lbase, full);
+  }
   if (bt)
     tjk::tma_load_2d(b_tiles + kTileIds * kRowBytes, &maps.teacher_weight[q.teacher.s], k0,
                      q.teacher.lbase, full);
@@ -183,17 +198,19 @@ struct KlPairCopies {
   int wrows_pair = -1;
 
   __device__ __forceinline__ void operator()(u16* b_tiles, const KlPair& q, int pair, int k0) {
-    if (q.student.boxed) return;  // (and so is the teacher's: the same order, the same copies)
+    const bool student = !q.student.boxed, teacher = !q.shared && !q.teacher.boxed;
+    if (!student && !teacher) return;
     const int tid = CeKlWsCta::load_thread();
     const CeOperand ws = weight_rows(*q.student.seg, q.student.lbase, k0, q.student.dim - k0);
-    if (pair != wrows_pair) {
+    if (pair != wrows_pair) {  // (the student's order is the teacher's)
       wrows.read(ws.gather, ws.rows, tid);
       wrows_pair = pair;
     }
-    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles, ws, wrows, tid);
-    if (q.shared) return;
-    const CeOperand wt = weight_rows(*q.teacher.seg, q.teacher.lbase, k0, q.teacher.dim - k0);
-    load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles + kTileIds * 64, wt, wrows, tid);
+    if (student) load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles, ws, wrows, tid);
+    if (teacher) {
+      const CeOperand wt = weight_rows(*q.teacher.seg, q.teacher.lbase, k0, q.teacher.dim - k0);
+      load_kmajor<kTileIds, CeKlWsCta::kLoadThreads>(b_tiles + kTileIds * 64, wt, wrows, tid);
+    }
   }
 };
 

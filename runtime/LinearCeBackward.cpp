@@ -264,8 +264,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
            {blocks(n_kept, 256)}, {256}, 0, stream, target_params);
   }
   // The gradient tiles: on the Hopper loop a persistent CTA per SM whose operands come by TMA
-  // (without a KL term an ordered segment's from the chunk's staged copy; with one, gathered as
-  // in the KL forward) and which stores G by TMA.
+  // (an ordered segment's weights from the chunk's staged copy; a KL teacher's own ordered
+  // weights gathered as in the KL forward) and which stores G by TMA.
   const bool sm90_grad = sm90_products;
   const int grad_smem = !sm90_grad ? kCeGradSmemBytes
                         : P.kl     ? kCeGradKlSm90SmemBytes
