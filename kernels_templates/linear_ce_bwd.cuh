@@ -489,7 +489,7 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
       skip_when([&](int t) { return !(pair_halves(p.pair_list[pair_index(t)].y) >> wg & 1); });
   typename Cta::Acc student, teacher;
   auto shares_b = [&](int t) {
-    return (T.shared_weights >> tile_segment(L, p.pair_list[pair_index(t)].x)) & 1;
+    return T.shares_weights(tile_segment(L, p.pair_list[pair_index(t)].x));
   };
   if (!gemm_loop_sm90_ws_joint<Cta, kF16>(grad_smem, tiles, ks, load, pair_done, student, teacher,
                                           shares_b, kl_ring(L, T), load_boxes,

@@ -96,6 +96,7 @@ struct CeTeacher {
   // Bit s: segment s's teacher weight rows are the student's (the same rows in the same order,
   // dim equal): the Hopper loop then brings one weight tile for both products (linear_ce_kl.cuh).
   int shared_weights = 0;
+  __device__ __forceinline__ bool shares_weights(int s) const { return (shared_weights >> s) & 1; }
 };
 
 // The forward's KL outputs (linear_ce_kl.cuh). Partials per (split, kept row) like CeFwdParams':

@@ -286,7 +286,7 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
                    cluster, rank);
     };
     auto shares_b = [&](int q) {
-      return q < pairs && ((T.shared_weights >> tile_segment(L, t_begin + q)) & 1);
+      return q < pairs && T.shares_weights(tile_segment(L, t_begin + q));
     };
     const bool all_boxes = kl_all_boxes(L, T, p.weights_in_position_order);
     typename Cta::Acc student, teacher;

@@ -95,7 +95,7 @@ __device__ __forceinline__ KlPair kl_pair(const CeLayout& L, const CeTeacher& T,
                                           int tile, int in_position_order) {
   KlPair q{kl_product(L, T, R, tile, false, in_position_order),
            kl_product(L, T, R, tile, true, in_position_order), false, -1};
-  q.shared = (T.shared_weights >> q.student.s) & 1;
+  q.shared = T.shares_weights(q.student.s);
   return q;
 }
 
@@ -116,7 +116,7 @@ __device__ __forceinline__ bool kl_all_boxes(const CeLayout& L, const CeTeacher&
   for (int s = 0; s < L.num_segments; ++s) {
     const bool student = student_staged || kl_weight_boxed(L, T, s, false, in_position_order);
     const bool teacher = kl_weight_boxed(L, T, s, true, in_position_order) ||
-                         (student_staged && (T.shared_weights >> s & 1));
+                         (student_staged && T.shares_weights(s));
     all = all && student && teacher;
   }
   return all;
