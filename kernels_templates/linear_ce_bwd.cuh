@@ -495,8 +495,8 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
                                           shares_b, kl_ring(L, T), load_boxes,
                                           kl_all_boxes(L, T, 0, true), skip))
     return;  // a loading warpgroup: done
-
-  if (out.storer) tjk::bulk_wait_group<0>();  // G is written before the CTA's shared memory goes
+  // G is written before the CTA's shared memory goes.
+  if (out.storer) tjk::bulk_wait_group<0>();
 }
 
 // The gradient tiles of a program without a KL term: on the Hopper loop where the module asks

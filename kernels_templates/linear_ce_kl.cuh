@@ -294,7 +294,8 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
                                             teacher, shares_b, kl_ring(L, T), load_boxes, all_boxes,
                                             skip_when([&](int q) { return q >= pairs; }), cluster))
       return;  // a loading warpgroup: done
-  } else {     // the student's tile copied aside while the teacher's accumulates
+  } else {
+    // The student's tile copied aside while the teacher's accumulates.
     // Step `step` of half h = step / ks: product h % 2 (the student's, then the teacher's) of
     // vocabulary tile t_begin + h / 2.
     auto product_of = [&](int h) {
