@@ -6,20 +6,10 @@
 #include <string>
 
 #include "compiler/Error.h"
+#include "runtime/Environment.h"
 
 namespace tilejit::attention_schedule {
 namespace {
-
-// The integer in environment variable `name`, within [lo, hi]; `unset` when it is unset or empty.
-int64_t env_integer(const char* name, int64_t lo, int64_t hi, int64_t unset) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return unset;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  TILEJIT_USER_CHECK(*end == 0 && v >= lo && v <= hi,
-                     "{} must be an integer from {} to {}, got '{}'", name, lo, hi, env);
-  return v;
-}
 
 // TILEJIT_ATTENTION_BAND, for measuring (0 when unset).
 int64_t band_override() {

@@ -20,6 +20,7 @@
 #include "compiler/codegen/ArgLayout.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
+#include "runtime/Environment.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Launch.h"
 #include "runtime/LinearCe.h"
@@ -94,8 +95,11 @@ struct Storage {
 // of them together, from L2, rather than one vocabulary tile and a row tile per CTA. The forward's
 // grid order (CeFwdParams::row_group) and the gradient tiles' (linear_ce_pair_visit) use it.
 // Measured on the KL forward (N 24,576, D 5120, V 248k, H100): 312 ms in row-tile order, 218-225
-// ms with groups of 6 to 24 (11 here).
+// ms with groups of 6 to 24 (11 here). TILEJIT_CE_GROUP (1 to 1024, read at every call) sets it
+// instead, for measuring.
 inline int32_t shared_tiles_group(int num_sms) {
+  const int64_t chosen = env_integer("TILEJIT_CE_GROUP", 1, 1024, 0);
+  if (chosen > 0) return static_cast<int32_t>(chosen);
   return std::max(1, static_cast<int32_t>(std::lround(std::sqrt(static_cast<double>(num_sms)))));
 }
 

@@ -10,16 +10,12 @@
 
 #include "compiler/Error.h"
 #include "runtime/AttentionSchedule.h"
+#include "tests/runtime/ScopedEnv.h"
 
 namespace tilejit::attention_schedule {
 namespace {
 
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+using test::ScopedEnv;
 
 std::string user_error_of(int64_t items, int64_t sms) {
   try {
