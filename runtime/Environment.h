@@ -1,7 +1,7 @@
 // Integer settings read from the environment, for measuring and testing: the Hopper attention's
 // band and backward grid (runtime/AttentionSchedule.h), the fused loss's row groups
-// (runtime/LinearCeState.h). The attention band is read once per process, the others at every
-// call.
+// (runtime/LinearCeState.h), what the workspace pool keeps (runtime/WorkspacePool.h). The
+// attention band and the pool's setting are read once per process, the others at every call.
 #pragma once
 
 #include <cstdint>

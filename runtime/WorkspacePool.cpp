@@ -1,32 +1,20 @@
 #include "runtime/WorkspacePool.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "runtime/Driver.h"
+#include "runtime/Environment.h"
 
 namespace tilejit {
 namespace {
 
-// TILEJIT_WORKSPACE_KEEP_MB: digits only, at most 2^44 MiB.
+// TILEJIT_WORKSPACE_KEEP_MB: a whole number of MiB, at most 2^44; unset: keep everything.
 uint64_t keep_bytes_from_environment() {
-  const char* v = std::getenv("TILEJIT_WORKSPACE_KEEP_MB");
-  if (!v || !*v) return std::numeric_limits<uint64_t>::max();
-  uint64_t mb = 0;
-  bool ok = std::strlen(v) <= 13;
-  for (const char* c = v; ok && *c; ++c) {
-    ok = *c >= '0' && *c <= '9';
-    mb = mb * 10 + uint64_t(*c - '0');
-  }
-  TILEJIT_USER_CHECK(ok && mb <= (uint64_t(1) << 44),
-                     "TILEJIT_WORKSPACE_KEEP_MB must be a whole number of MiB (at most 2^44), "
-                     "got '{}'",
-                     v);
-  return mb << 20;
+  const int64_t mb = env_integer("TILEJIT_WORKSPACE_KEEP_MB", 0, int64_t{1} << 44, -1);
+  return mb < 0 ? std::numeric_limits<uint64_t>::max() : uint64_t(mb) << 20;
 }
 
 // The pool of device `ordinal`, created on first use; nullptr when the device has none. Pools
