@@ -60,13 +60,11 @@ struct StudentStats {
     m = neg_inf();
     s = st = 0.f;
   }
-  // z(j), j < n: one row's logits of a tile (-inf for an absent entry). !kTempered (T = 1): st
-  // is not kept (it would equal s), and tempered_sum() gives s.
+  // z(j), j < n: one row's logits of a tile (-inf for an absent entry), tile_max their max.
+  // !kTempered (T = 1): st is not kept (it would equal s), and tempered_sum() gives s.
   template <int n, bool kTempered, class Z>
-  __device__ __forceinline__ void add(const Z& z, float inv_t) {
-    float mx = m;
-#pragma unroll
-    for (int j = 0; j < n; ++j) mx = fmaxf(mx, z(j));
+  __device__ __forceinline__ void add(const Z& z, float tile_max, float inv_t) {
+    const float mx = fmaxf(m, tile_max);
     if (mx == neg_inf()) return;
     const float d = (m - mx) * kLog2e, mx2 = mx * kLog2e;
     float acc = 0.f, acc_t = 0.f;
@@ -94,12 +92,11 @@ struct TeacherStats {
     m = neg_inf();
     s = cross = 0.f;
   }
-  // u(j), z(j), j < n: one row's tempered teacher logits and student logits of a tile.
+  // u(j), z(j), j < n: one row's tempered teacher logits and student logits of a tile, tile_max
+  // the max of the u(j).
   template <int n, class U, class Z>
-  __device__ __forceinline__ void add(const U& u, const Z& z, float inv_t) {
-    float mx = m;
-#pragma unroll
-    for (int j = 0; j < n; ++j) mx = fmaxf(mx, u(j));
+  __device__ __forceinline__ void add(const U& u, const Z& z, float tile_max, float inv_t) {
+    const float mx = fmaxf(m, tile_max);
     if (mx == neg_inf()) return;  // the teacher puts no mass here yet
     const float scale = fast_exp2((m - mx) * kLog2e), mx2 = mx * kLog2e;
     float acc = 0.f, c = 0.f;
@@ -142,6 +139,9 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
   u16* smem = fwd_smem;
   __shared__ float red[8][Cta::kWarpsN][Cta::kM];
   __shared__ float tile_red[2][Cta::kWarpsN][Cta::kM];
+  // The Hopper CTA's biases of a tile, staged by each computing warpgroup: [warpgroup][the
+  // student's, the teacher's][column].
+  __shared__ float bias_stage[Cta::kWarpSpecialized && Prog::kBias ? 2 : 1][2][kTileIds];
 
   const CeLayout& L = p.layout;
   const CeTeacher& T = p.kl.teacher;
@@ -191,48 +191,120 @@ __device__ __forceinline__ void linear_ce_fwd_kl_tiles(const Args& args, const C
     // The tile's first row read afresh (tjk::thread_id()'s idiom): the rows' indices are then not
     // held through the K loop, where the Hopper loop's computing warps have no register to spare.
     const int first_row = tjk::opaque(row0);
+    const int last = S.size - 1;
+    // Column (ni, e)'s position in the segment and its row there (a position past the segment
+    // takes the last row: a bias is read in bounds).
+    const auto entry = [&](int ni, int e, int& pos, int& row) {
+      pos = lbase + acc_col<Cta>(ni) + e;
+      row = seg_row(S, min(pos, last));
+    };
+    // The raw logits with their biases, in place. The Hopper CTA's computing warpgroups each
+    // stage the tile's biases in shared memory first (a load per thread, not one per column held:
+    // the epilogue has no register for 64 loads in flight); the first barrier waits for the last
+    // pair's reads.
+    if constexpr (Prog::kBias) {
+      [[maybe_unused]] const float* stage = nullptr;
+      if constexpr (Cta::kWarpSpecialized) {
+        const int wg = threadIdx.x >> 7, i = threadIdx.x & 127;
+        tjk::named_barrier_sync(2 + wg, 128);
+        const int row = seg_row(S, min(lbase + i, last));
+        bias_stage[wg][0][i] = S.bias ? to_float<kF16>(S.bias[row]) : 0.f;
+        bias_stage[wg][1][i] = TS.bias ? to_float<kF16>(TS.bias[row]) : 0.f;
+        tjk::named_barrier_sync(2 + wg, 128);
+        stage = &bias_stage[wg][0][0];
+      }
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float b, bt;
+          if constexpr (Cta::kWarpSpecialized) {
+            b = stage[acc_col<Cta>(ni) + e];
+            bt = stage[kTileIds + acc_col<Cta>(ni) + e];
+          } else {
+            int pos, row;
+            entry(ni, e, pos, row);
+            b = S.bias ? to_float<kF16>(S.bias[row]) : 0.f;
+            bt = TS.bias ? to_float<kF16>(TS.bias[row]) : 0.f;
+          }
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            student[r >> 1][ni][(r & 1) * 2 + e] += b;
+            acc[r >> 1][ni][(r & 1) * 2 + e] += bt;
+          }
+        }
+    }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int mi = r >> 1, h = r & 1, k = first_row + acc_row<Cta>(mi, h);
       const bool row_ok = k < R.n_kept && pair < pairs;  // (a pair only the cluster has: none)
       const int orig = row_ok ? R.kept[k] : 0, tgt = row_ok ? R.targets[orig] : -1;
       const auto at = hooks.at_row(orig);
-      float zmax = neg_inf(), tmax = neg_inf();  // target excluded
-      // Every entry is computed and those outside the rows or the segment then dropped, with no
-      // branch per entry: the target is found by its position (where logit_mod does not read the
-      // id, an ordered segment's order is then not read at all), a position past the segment
-      // takes its last row's id (the bias is read in bounds), and the target's stores are
-      // predicated.
       const int tpos =
           row_ok && tgt >= S.begin && tgt - S.begin < S.size ? seg_position(S, tgt - S.begin) : -1;
-      const int last = S.size - 1;
+      // The row's target in this tile (a tile in about V / 128 of a row's; the branch is uniform
+      // over the row's quad): the lane holding it stores its logits, from the raw values (with
+      // their biases).
+      const bool target_here = tpos >= lbase && tpos < lbase + kTileIds;
+      if (target_here) {
+        float x = 0.f, xt = 0.f;
+        bool mine = false;
+#pragma unroll
+        for (int ni = 0; ni < Cta::kNI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (lbase + acc_col<Cta>(ni) + e == tpos) {
+              x = student[mi][ni][h * 2 + e];
+              xt = acc[mi][ni][h * 2 + e];
+              mine = true;
+            }
+        if (mine) {
+          p.target_logit[k] = at.mod(x, tgt);
+          p.target_raw[k] = x;
+          p.kl.teacher_target_logit[k] = at.mod(xt, tgt);
+        }
+      }
+      // Every entry computed and those outside the rows or the segment then dropped, with no
+      // branch per entry (where logit_mod does not read the id, an ordered segment's order is not
+      // read at all). The teacher's tile max is of t, and t / T is kept: at T != 1 the max is
+      // taken here, the target excluded.
+      float tmax_t = neg_inf();
+      float zmax = neg_inf(), umax = neg_inf();  // the tile's, the target's included
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int pos = lbase + acc_col<Cta>(ni) + e;
-          const bool in = row_ok && pos < S.size, other = in && pos != tpos;
-          const int row = seg_row(S, min(pos, last)), id = S.begin + row;
-          float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
-          if (S.bias) x += to_float<kF16>(S.bias[row]);  // (uniform: one segment per pair)
-          if (TS.bias) xt += to_float<kF16>(TS.bias[row]);
+          int pos, row;
+          entry(ni, e, pos, row);
+          const int id = S.begin + row;
+          const float x = student[mi][ni][h * 2 + e], xt = acc[mi][ni][h * 2 + e];
+          const bool in = row_ok && pos < S.size;
           const float zv = at.mod(x, id), tv = at.mod(xt, id);
-          if (pos == tpos) {
-            p.target_logit[k] = zv;
-            p.target_raw[k] = x;
-            p.kl.teacher_target_logit[k] = tv;
-          }
-          zmax = fmaxf(zmax, other ? zv : neg_inf());
-          tmax = fmaxf(tmax, other ? tv : neg_inf());
+          const float zk = in ? zv : neg_inf(), uk = in ? tv * inv_t : neg_inf();
           if (smoothing) zs[r] += in ? zv : 0.f;
-          student[mi][ni][h * 2 + e] = in ? zv : neg_inf();
-          acc[mi][ni][h * 2 + e] = in ? tv * inv_t : neg_inf();
+          if (kTempered) tmax_t = fmaxf(tmax_t, in && pos != tpos ? tv : neg_inf());
+          zmax = fmaxf(zmax, zk);
+          umax = fmaxf(umax, uk);
+          student[mi][ni][h * 2 + e] = zk;
+          acc[mi][ni][h * 2 + e] = uk;
         }
       // The row's values in place: column j of the thread's is n8 group j / 2, element j % 2.
       const auto z = [&](int j) { return student[mi][j >> 1][h * 2 + (j & 1)]; };
       const auto u = [&](int j) { return acc[mi][j >> 1][h * 2 + (j & 1)]; };
-      student_row[r].template add<kCols, kTempered>(z, inv_t);
-      teacher_row[r].template add<kCols>(u, z, inv_t);
+      student_row[r].template add<kCols, kTempered>(z, zmax, inv_t);
+      teacher_row[r].template add<kCols>(u, z, umax, inv_t);
+      // The maxima the backward's filter reads, the target excluded (at T = 1, u is t).
+      float tmax = kTempered ? tmax_t : umax;
+      if (target_here) {
+        zmax = umax = neg_inf();
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+          const bool other = lbase + acc_col<Cta>(j >> 1) + (j & 1) != tpos;
+          zmax = fmaxf(zmax, other ? z(j) : neg_inf());
+          umax = fmaxf(umax, other ? u(j) : neg_inf());
+        }
+        if (!kTempered) tmax = umax;
+      }
       if (p.tile_max) {  // the warp's columns: across the quad, then (kAcrossWarps) shared memory
 #pragma unroll
         for (int o = 1; o <= 2; o <<= 1) {

@@ -351,6 +351,11 @@ std::string generate_hooks(const LossProgram& prog, const Expr& logit_grad) {
   // A KL term at temperature 1: z / T is z, and the kernels skip the tempered student's exps.
   s += flag("kKlTempered", prog.kl && prog.kl->temperature != 1);
   s += flag("kLabelSmoothing", prog.label_smoothing != 0);
+  // Some segment, the student's or a KL teacher's, names a bias (the kernels read none otherwise).
+  const auto has_bias = [](const std::vector<Segment>& segs) {
+    return std::any_of(segs.begin(), segs.end(), [](const Segment& g) { return !g.bias.empty(); });
+  };
+  s += flag("kBias", has_bias(prog.segments) || (prog.kl && has_bias(prog.kl->teacher_segments)));
   s += '\n';
   write_loss_hook(s, {"logit", "float", "logit_mod", params, call}, "Logit", "logit", prog.logit,
                   file, members);

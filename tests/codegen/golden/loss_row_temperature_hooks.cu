@@ -3,6 +3,7 @@ struct TjProgram {
   static constexpr bool kLogitReadsBuffers = true;
   static constexpr bool kKlTempered = false;
   static constexpr bool kLabelSmoothing = false;
+  static constexpr bool kBias = false;
 
   // logit = cap * tanh(logit / cap) / temp[row]
   struct LogitConst {

@@ -3,6 +3,7 @@ struct TjProgram {
   static constexpr bool kLogitReadsBuffers = false;
   static constexpr bool kKlTempered = false;
   static constexpr bool kLabelSmoothing = false;
+  static constexpr bool kBias = false;
 
   // logit = 30.0 * tanh(logit * inv_t)
   struct LogitConst {
