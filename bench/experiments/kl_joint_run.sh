@@ -4,7 +4,7 @@
 # `git archive REV | tar -x -C DIR`) built side by side, the CE GPU tests on this tree (both tile
 # loops for the KL ones), memcheck and racecheck on the KL test with a partly shared teacher,
 # then the KL row and the three plain heads on both trees in alternating rounds.
-#   env: PATCH (a patch applied to this tree's copy first, e.g. kl_fwd_epilogue_v2.patch),
+#   env: PATCH (a patch applied to this tree's copy first, e.g. ce_fwd_l2_hints.patch),
 #        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
 #        SANITIZE_FILTER (the tests under the sanitizers), SANITIZERS (default "memcheck
 #        racecheck"; empty: none), KL_MODES (default exact,state),
