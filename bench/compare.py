@@ -20,6 +20,7 @@ this checkout's python/.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -364,21 +365,28 @@ def bench_loss(case: LossCase, rows: int, device: str, dtype, repeats: int) -> d
     row = {"case": case.name, "N": rows, "D": case.dim, "V": sum(case.segments)}
 
     def measure(run, library_pool=False):
-        # Extra memory: torch's peak over what was allocated before, plus, for tilejit, what its
-        # workspace pool holds afterwards (its scratch is not torch's, and by default the pool
-        # keeps all it mapped: emptied first, it then holds its own peak). The two peaks are
-        # added, so where they do not coincide this over-counts tilejit, never under-counts.
+        # Extra memory for forward + backward (PERF.md's measure), over the timed training steps
+        # only: the forward-only calls before them run under grad mode, where every forward keeps
+        # what its backward would need (with an order, tilejit's early weight gradients) until
+        # its stream passes it. It is torch's peak over what was allocated before the steps,
+        # plus, for tilejit, what its workspace pool holds after them (its scratch is not
+        # torch's; emptied first, the pool keeps all it maps by default, so that is its peak).
+        # The two peaks are added: where they do not coincide this over-counts tilejit, never
+        # under-counts.
+        fwd = timed_ms(run, device, repeats=repeats)
+        step = lambda: torch.autograd.grad(run(), [e, *weights])
         if device != "cuda":
-            return timed_ms(run, device, repeats=repeats), timed_ms(
-                lambda: torch.autograd.grad(run(), [e, *weights]), device, repeats=repeats), 0.0
+            return fwd, timed_ms(step, device, repeats=repeats), 0.0
+        gc.collect()
         torch.cuda.synchronize()
         if library_pool:
+            # states dropped while their stream was busy are freed at the next release: now
+            tilejit._deferred_free.collect()
+            torch.cuda.synchronize()
             tilejit.trim_workspace_pool()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        fwd = timed_ms(run, device, repeats=repeats)
-        both = timed_ms(lambda: torch.autograd.grad(run(), [e, *weights]), device,
-                        repeats=repeats)
+        both = timed_ms(step, device, repeats=repeats)
         torch.cuda.synchronize()
         pool = tilejit.workspace_pool_held_bytes() if library_pool else 0
         return fwd, both, (torch.cuda.max_memory_allocated() - base + pool) / 2**30

@@ -1,8 +1,9 @@
 """The fused loss's memory per step through torch: torch's peak, what torch holds after the step
 and what the library's workspace pool holds, for the Gemma-2 head of bench/compare.py, exact and
 with a vocabulary order, each step synchronised, then five steps queued without a
-synchronisation (as compare.py times them). It says where compare.py's extra-memory figure for the
-ordered path (about one weight gradient above bench/linear_ce_gpu_bench's) comes from.
+synchronisation, then five forwards alone (as compare.py times them before its steps). It says
+where compare.py's extra-memory figure for the ordered path (about one weight gradient above
+bench/linear_ce_gpu_bench's, the forty-second session) came from.
 
     python3 bench/experiments/loss_memory_steps.py BUILD_DIR_OR_LIBRARY
 """
@@ -52,6 +53,14 @@ def main() -> int:
         for _ in range(5):
             step()
         show(f"{label} 5 steps queued", base)
+        # compare.py's forward-only calls, under grad mode: each forward keeps what its backward
+        # would need (with an order, the early weight gradients) until its stream passes it
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda._sleep(int(20e6))  # about 10 ms: the host queues the calls behind it
+        for _ in range(5):
+            tilejit.linear_cross_entropy(e, weights, targets, program,
+                                         params={"cap": case.softcap}, vocab_order=order)
+        show(f"{label} 5 forwards queued", base)
     return 0
 
 
