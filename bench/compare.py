@@ -380,8 +380,9 @@ def bench_loss(case: LossCase, rows: int, device: str, dtype, repeats: int) -> d
         gc.collect()
         torch.cuda.synchronize()
         if library_pool:
-            # states dropped while their stream was busy are freed at the next release: now
-            tilejit._deferred_free.collect()
+            # frees the states dropped while their stream was busy, then (their scratch back in
+            # stream order) hands the pool's memory back
+            tilejit.trim_workspace_pool()
             torch.cuda.synchronize()
             tilejit.trim_workspace_pool()
         base = torch.cuda.memory_allocated()

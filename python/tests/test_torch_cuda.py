@@ -369,9 +369,12 @@ class CudaLossTest(CudaTestCase):
         del loss  # the saved state: its workspace goes back to the pool in stream order
         gc.collect()
         torch.cuda.synchronize()
-        tilejit._deferred_free.collect()  # states whose streams were busy when they were dropped
-        torch.cuda.synchronize()  # ... whose frees were enqueued just now: done, so not in use
         self.assertGreater(tilejit.workspace_pool_held_bytes(), 0)
+        # The dropped state waits (for the work its stream had queued) until a release or a trim
+        # finds that done: the first trim frees it, its scratch goes back in its stream's order,
+        # and once the stream has passed that the second trim hands it back.
+        tilejit.trim_workspace_pool()
+        torch.cuda.synchronize()
         tilejit.trim_workspace_pool()
         self.assertEqual(tilejit.workspace_pool_held_bytes(), 0)
 

@@ -14,7 +14,8 @@ there), else from the source tree's CMake build folders (see tilejit._library).
 from __future__ import annotations
 
 from . import programs
-from ._capi import gpu_available, trim_workspace_pool, version, workspace_pool_held_bytes
+from ._capi import gpu_available, version, workspace_pool_held_bytes
+from ._deferred_free import trim_workspace_pool
 from ._library import loaded_path as library_path
 from .attention import attention, attention_backward, attention_forward
 from .errors import (BundleMismatchError, CompileError, CudaError, InternalError,

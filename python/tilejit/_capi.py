@@ -233,14 +233,10 @@ def gpu_available() -> bool:
 def workspace_pool_held_bytes() -> int:
     """Bytes the fused loss's GPU workspace pool holds from the device (0 without a GPU): what
     live loss states use and what it keeps for the next call. ``TILEJIT_WORKSPACE_KEEP_MB`` caps
-    what it keeps at synchronisations; see :func:`trim_workspace_pool`. The pool's memory is not
+    what it keeps at synchronisations; see ``tilejit.trim_workspace_pool``. The pool's memory is not
     torch's: torch's allocator cannot reuse it until it is handed back."""
     held = ctypes.c_uint64(0)
     call("tj_workspace_pool_held", ctypes.byref(held))
     return int(held.value)
 
 
-def trim_workspace_pool() -> None:
-    """Hands back to the device what the workspace pool keeps and no call in flight uses, e.g.
-    before work that needs the memory (the next loss call takes it again)."""
-    call("tj_workspace_pool_trim")

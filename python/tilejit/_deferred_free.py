@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
+from . import _capi
 from ._operands import Placement
 
 _pending: List[Tuple[Any, Callable[[], None]]] = []
@@ -46,6 +47,15 @@ def collect() -> None:
         _pending[:] = waiting
     for _, free in done:
         free()
+
+
+def trim_workspace_pool() -> None:
+    """Frees the dropped loss states whose queued work is done, then hands back to the device
+    what the fused loss's workspace pool keeps and no call in flight uses, e.g. before work that
+    needs the memory (the next loss call takes it again). A state freed here returns its scratch
+    in its stream's order: what that stream has still queued keeps it until a later trim."""
+    collect()
+    _capi.call("tj_workspace_pool_trim")
 
 
 def release(placement: Placement, free: Callable[[], None]) -> None:
