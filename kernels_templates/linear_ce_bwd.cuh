@@ -167,7 +167,8 @@ __device__ __forceinline__ void store_grad_tile(const CeBwdParams& p, const u16*
 // MN-major one, as load_kmajor / load_mnmajor lay them out. `grad`: G's blocks [blocks * 128,
 // 128] (the gradient tiles store through it, the products load); `hidden`: the kept rows of E
 // [n_kept, dim]; `staged`: the chunk's weight rows of segments with an order, in visiting order
-// (linear_ce_stage_weights); `weight`: each segment's rows [size, dim].
+// (linear_ce_stage_weights); `weight`: each segment's rows [size, dim] (CeSegment::
+// weights_by_position: in position order, the forward's copy in the gradient buffer).
 struct CeBwdMaps {
   tjk::TmaDescriptor grad, hidden, staged;
   tjk::TmaDescriptor weight[kMaxSegments];
@@ -370,9 +371,10 @@ __device__ __forceinline__ void linear_ce_grad_pingpong(const Args& args, const 
       const CeSegment& S = L.seg[s];
       hidden_row = pair_row_tile(pair.y) * kTileRows;
       halves = pair_halves(pair.y);
-      weight_map = S.order ? &maps.staged : &maps.weight[s];
+      const bool staged = staged_weights(S);
+      weight_map = staged ? &maps.staged : &maps.weight[s];
       weight_row =
-          S.order ? chunk_staged_tile(p, pair.x) * kTileIds : (pair.x - S.first_tile) * kTileIds;
+          staged ? chunk_staged_tile(p, pair.x) * kTileIds : (pair.x - S.first_tile) * kTileIds;
       loaded = t;
     }
     const int k0 = k * Cta::kK;  // A: the computed halves' rows only

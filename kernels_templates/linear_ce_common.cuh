@@ -63,6 +63,13 @@ struct CeSegment {
   int size = 0;         // V_s
   int first_tile = 0;   // global tile number of position 0
   int d_weight_16 = 0;  // 1: d_weight holds E's 16-bit type (rounded once per entry), else fp32
+  // The backward of an ordered segment on the Hopper loop (runtime/LinearCeBackward.cpp, "The
+  // weights in position order"): 1 where its weight tiles come by TMA from the forward's copy of
+  // the weights in position order (CeBwdMaps::weight), not from a per-chunk staged copy;
+  int weights_by_position = 0;
+  // 1 where dC rows go to d_weight by position, over that copy (each chunk's after its last
+  // reader), and linear_ce_move_cycles puts them in weight-row order at the end.
+  int d_weight_by_position = 0;
 };
 
 struct CeLayout {
@@ -146,6 +153,15 @@ __device__ __forceinline__ int tile_segment(const CeLayout& L, int tile) {
 // Weight row at position `pos` of S, and the position of weight row `row`.
 __device__ __forceinline__ int seg_row(const CeSegment& S, int pos) {
   return S.order ? S.order[pos] : pos;
+}
+// The row of d_weight that gets the gradient of position `pos` (d_weight_by_position: `pos`).
+__device__ __forceinline__ int d_weight_row(const CeSegment& S, int pos) {
+  return S.d_weight_by_position ? pos : seg_row(S, pos);
+}
+// Whether the backward reads S's weight tiles from the chunk's staged copy (an order on the
+// Hopper loop, unless they are read in position order where the forward left them).
+__device__ __forceinline__ bool staged_weights(const CeSegment& S) {
+  return S.order && !S.weights_by_position;
 }
 __device__ __forceinline__ int seg_position(const CeSegment& S, int row) {
   return S.rank ? S.rank[row] : row;

@@ -115,7 +115,7 @@ __device__ __forceinline__ void write_unvisited_dweight_tile(const CeBwdParams& 
   const int stores = cols / per_store;
   for (int i = threadIdx.x; i < rows * stores; i += blockDim.x) {
     const int r = i / stores, d = d0 + (i % stores) * per_store;
-    const long long at = (long long)seg_row(S, lbase + r) * S.d_weight_stride + d;
+    const long long at = (long long)d_weight_row(S, lbase + r) * S.d_weight_stride + d;
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -152,7 +152,7 @@ __device__ __forceinline__ void write_staged_dweight_tile(const CeBwdParams& p, 
     if (c >= pairs) continue;
     const float2 v = *reinterpret_cast<const float2*>(staged + r * stride + 2 * c);
     *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
-                            (long long)seg_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
+                            (long long)d_weight_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
         pack2<kF16>(v.x, v.y);
   }
 }
@@ -215,9 +215,9 @@ __device__ __forceinline__ void linear_ce_dweight_cold(const CeBwdParams& p) {
   float* d_weight = static_cast<float*>(S.d_weight);
   if (in)
     for (int r = 0; r < rows; ++r)
-      d_weight[(long long)seg_row(S, lbase + r) * S.d_weight_stride + d] = v;
+      d_weight[(long long)d_weight_row(S, lbase + r) * S.d_weight_stride + d] = v;
   add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int dd, float x) {
-    d_weight[(long long)seg_row(S, lbase + at) * S.d_weight_stride + dd] += x;
+    d_weight[(long long)d_weight_row(S, lbase + at) * S.d_weight_stride + dd] += x;
   });
 }
 

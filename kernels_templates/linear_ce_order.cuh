@@ -164,7 +164,7 @@ __device__ __forceinline__ void linear_ce_stage_weights(const CeLayout& L, const
   const int tile = chunk_first + blockIdx.x;
   if (col_count[tile] == 0) return;
   const CeSegment& S = L.seg[tile_segment(L, tile)];
-  if (!S.order) return;
+  if (!staged_weights(S)) return;
   const long long slot = staged_first[tile] - staged_first[chunk_first];
   const int chunks = dim / 8;  // 16-byte chunks per row
   for (int e = threadIdx.x; e < 8 * chunks; e += blockDim.x) {
@@ -174,6 +174,52 @@ __device__ __forceinline__ void linear_ce_stage_weights(const CeLayout& L, const
     if (pos < S.size)
       v = reinterpret_cast<const uint4*>(S.weight + (long long)S.order[pos] * S.weight_stride)[c];
     reinterpret_cast<uint4*>(staged + (slot * kTileIds + i) * dim)[c] = v;
+  }
+}
+
+// A segment's weight gradient written by position (CeSegment::d_weight_by_position) put into
+// weight-row order in place, along the cycles of position -> order[position]
+// (runtime/VocabOrderPlan.h position_cycles: `rows`, runs `first`, `next`). `base`: the rows, each
+// `units` 16-byte units, `stride` units apart. Grid (runs), any block size: a block per run, each
+// thread a fixed set of a row's units through the whole run, so that a unit is read and then
+// written by the same thread, in that order.
+// linear_ce_save_cycle_heads: saves each run's first row to `heads` (units apart), before
+// linear_ce_move_cycles, which moves run r's rows one step along the cycle, from its last element
+// back to its first (that one's content from heads), kCycleBatch rows read before they are
+// written (the rows a batch writes are its own sources or rows read before, never a later one's).
+constexpr int kCycleBatch = 4;
+__device__ __forceinline__ void linear_ce_save_cycle_heads(const int* rows, const int* first,
+                                                           const uint4* base, long long stride,
+                                                           int units, uint4* heads) {
+  const long long src = (long long)rows[first[blockIdx.x]] * stride;
+  for (int u = threadIdx.x; u < units; u += blockDim.x)
+    heads[(long long)blockIdx.x * units + u] = base[src + u];
+}
+__device__ __forceinline__ void linear_ce_move_cycles(const int* rows, const int* first,
+                                                      const int* next, uint4* base,
+                                                      long long stride, int units,
+                                                      const uint4* heads) {
+  const int r = blockIdx.x, a = first[r], b = first[r + 1];
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    int dst = next[r];
+    for (int j = b - 1; j >= a; j -= kCycleBatch) {  // elements j, j - 1, ... (down to a)
+      uint4 v[kCycleBatch];
+      int src[kCycleBatch];
+#pragma unroll
+      for (int i = 0; i < kCycleBatch; ++i) {
+        src[i] = j - i >= a ? rows[j - i] : -1;
+        if (j - i > a)
+          v[i] = base[(long long)src[i] * stride + u];
+        else if (j - i == a)
+          v[i] = heads[(long long)r * units + u];
+      }
+#pragma unroll
+      for (int i = 0; i < kCycleBatch; ++i) {
+        if (src[i] < 0) break;
+        base[(long long)dst * stride + u] = v[i];
+        dst = src[i];
+      }
+    }
   }
 }
 

@@ -154,8 +154,9 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     if constexpr (Cta::kWarpSpecialized) {
       const int si = tile_segment(L, tile);
       const CeSegment& S = L.seg[si];
-      b_maps[i] = S.order ? kMaxSegments : si;
-      b_rows[i] = (S.order ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds;
+      const bool staged = staged_weights(S);
+      b_maps[i] = staged ? kMaxSegments : si;
+      b_rows[i] = (staged ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds;
     }
   }
   __syncthreads();
@@ -315,7 +316,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
     for (int h = 0; h < 2; ++h) {
       int pos = lbase + acc_row<Cta>(mi, h);
       if (pos >= S.size) continue;
-      const long long row = (long long)seg_row(S, pos) * S.d_weight_stride;
+      const long long row = (long long)d_weight_row(S, pos) * S.d_weight_stride;
 #pragma unroll
       for (int ni = 0; ni < Cta::kNI; ++ni) {
         int d = d0 + acc_col<Cta>(ni);
@@ -338,7 +339,7 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   if (!staged) {
     float* d_weight = static_cast<float*>(S.d_weight);
     add_target_rows_dweight<Cta, kF16>(p, tile, d0, [&](int at, int d, float v) {
-      d_weight[(long long)seg_row(S, lbase + at) * S.d_weight_stride + d] += v;
+      d_weight[(long long)d_weight_row(S, lbase + at) * S.d_weight_stride + d] += v;
     });
     return;
   }

@@ -151,7 +151,8 @@ __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_cl
 // The visited pairs, numbered tile by tile (linear_ce_bwd.cuh "G"). One block of 1024 threads:
 // pair_first[t] = the pairs of the tiles before t (pair_first[num_tiles] = all of them), and
 // staged_first[t] = the tiles before t whose weight rows the backward stages (visited, in a
-// segment with an order, `stage` set; linear_ce_stage_weights).
+// segment with an order whose weights it does not read in position order, `stage` set;
+// linear_ce_stage_weights).
 __device__ __forceinline__ void linear_ce_pair_offsets(const CeLayout& L, const int* col_count,
                                                        int stage, int* pair_first,
                                                        int* staged_first) {
@@ -160,7 +161,7 @@ __device__ __forceinline__ void linear_ce_pair_offsets(const CeLayout& L, const 
   for (int c = 0; c < L.num_tiles; c += blockDim.x) {
     const int t = c + threadIdx.x;
     const int n = t < L.num_tiles ? col_count[t] : 0;
-    const bool st = n > 0 && stage && L.seg[tile_segment(L, t)].order != nullptr;
+    const bool st = n > 0 && stage && staged_weights(L.seg[tile_segment(L, t)]);
     int pair_total, staged_total;
     const int pair_pos = block_exclusive_sum(n, scratch, &pair_total);
     const int staged_pos = block_exclusive_count(st, scratch, &staged_total);

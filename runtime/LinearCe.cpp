@@ -467,6 +467,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       int64_t stride = seg.weight_stride;
       if (seg.order && options.copy_ordered_weights) {
         weight = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+        if (st->d_weight_outputs[s] && weight == st->d_weight_outputs[s]->data)
+          st->weights_in_grad_buffer |= 1u << s;
         stride = dim;
         p.weights_in_position_order |= 1 << s;
       }

@@ -157,6 +157,21 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
   // their weight tiles come by TMA, staged per chunk for segments with an order.
   const bool sm90_products = K.hopper_products();
+  // The weights in position order: where the forward left an ordered segment's weights in
+  // position order in the 16-bit gradient buffer (LinearCeOutputs::d_weight) that dC goes to,
+  // the Hopper kernels read their tiles there rather than from a per-chunk staged copy, which
+  // leaves the whole chunk budget to G. Each chunk writes its dC rows there by position, over
+  // the rows of the copy that only that chunk reads, once its G and dE are done (stream order),
+  // and linear_ce_move_cycles puts every row where it belongs at the end. (fp32 rows would
+  // overwrite later chunks' rows of the copy.) Not for KL programs, whose gradient tiles take
+  // the student's weights their own way.
+  for (int32_t s = 0; s < layout.num_segments && sm90_products && !P.kl; ++s) {
+    CeSegment& seg = layout.seg[s];
+    if (!seg.order || !(st.weights_in_grad_buffer >> s & 1) || !seg.d_weight_16 ||
+        g.d_weight[s].data != st.d_weight_outputs[s]->data)
+      continue;
+    seg.weights_by_position = seg.d_weight_by_position = 1;
+  }
   // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), their lists, and the
   // visited pairs' numbering (linear_ce_bwd.cuh "G").
   auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
@@ -191,6 +206,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     g.vocab_ordered = st.order.tables && filter;
     if (!filter) {  // every tile, natural order: exactly the unfiltered backward
       layout = with_order(layout, nullptr);
+      for (int32_t s = 0; s < layout.num_segments; ++s)
+        layout.seg[s].weights_by_position = layout.seg[s].d_weight_by_position = 0;
       classify(layout, nullptr);
       std::fill(tile_pairs.begin(), tile_pairs.end(), row_tiles);
     }
@@ -285,7 +302,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   bool stage_weights = false;
   for (int32_t s = 0; s < layout.num_segments; ++s) {
     const CeSegment& seg = layout.seg[s];
-    if (!sm90_products || !seg.order) continue;
+    if (!sm90_products || !seg.order || seg.weights_by_position) continue;
     const int32_t end = seg.first_tile + static_cast<int32_t>(blocks(seg.size, kTileIds));
     for (int32_t t = seg.first_tile; t < end; ++t) staged_tile[t] = tile_pairs[t] > 0;
     stage_weights = true;
@@ -307,9 +324,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   if (sm90_products) {
     maps.grad = map(p.grad, std::max<int64_t>(plan.max_pairs, 1) * kTileRows, kTileIds, kTileIds);
     maps.hidden = map(p.rows.hidden, n_kept, dim, dim);
-    for (int32_t s = 0; s < layout.num_segments; ++s)
-      maps.weight[s] =
-          map(layout.seg[s].weight, layout.seg[s].size, dim, layout.seg[s].weight_stride);
+    for (int32_t s = 0; s < layout.num_segments; ++s) {
+      const CeSegment& seg = layout.seg[s];
+      maps.weight[s] = seg.weights_by_position
+                           ? map(st.d_weight_outputs[s]->data, seg.size, dim, dim)
+                           : map(seg.weight, seg.size, dim, seg.weight_stride);
+    }
   }
   CUfunction dhidden = K.function(LossModule::Products, "linear_ce_dhidden", product_smem);
   CUfunction dweight = K.function(LossModule::Products, "linear_ce_dweight", product_smem);
@@ -364,6 +384,29 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       run(dweight_cold, {blocks(dim, 128), chunk}, {unsigned(kCeColdThreads)}, cold_smem, stream,
           p);
     if (any_bias) run(dbias, {blocks(int64_t(chunk) * kTileIds, 256)}, {256}, 0, stream, p);
+  }
+  // dC written by position: each row to the row of its weight, in place, along the order's cycles
+  // (linear_ce_order.cuh), every run's first row saved aside first, in G's buffer if it fits.
+  for (int32_t s = 0; s < layout.num_segments; ++s) {
+    const CeSegment& seg = layout.seg[s];
+    if (!seg.d_weight_by_position || !seg.order) continue;
+    const VocabOrderTables::DeviceCycles cycles = st.order.tables->device_cycles(s);
+    if (cycles.runs == 0) continue;
+    const int32_t units = dim * 2 / 16;  // of a 16-bit row (dim is a multiple of 8)
+    const int64_t head_bytes = int64_t(cycles.runs) * units * 16;
+    DeviceBuffer own_heads;
+    void* heads = grad_buffer.data();
+    if (plan.buffer_bytes < head_bytes) {
+      own_heads = DeviceBuffer::on_stream(head_bytes, stream);
+      heads = own_heads.data();
+    }
+    const long long stride = seg.d_weight_stride * 2 / 16;
+    run(K.function(LossModule::Rows, "linear_ce_save_cycle_heads"),
+        {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows, cycles.first,
+        static_cast<const void*>(seg.d_weight), stride, units, heads);
+    run(K.function(LossModule::Rows, "linear_ce_move_cycles"),
+        {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows, cycles.first,
+        cycles.next, seg.d_weight, stride, units, static_cast<const void*>(heads));
   }
   return g;
 }

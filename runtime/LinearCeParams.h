@@ -28,6 +28,7 @@ struct CeSegment {
   const int32_t* rank = nullptr;   // weight row -> position
   long long weight_stride = 0, d_weight_stride = 0;
   int32_t begin = 0, size = 0, first_tile = 0, d_weight_16 = 0;
+  int32_t weights_by_position = 0, d_weight_by_position = 0;  // the backward's, with an order
 };
 struct CeLayout {
   CeSegment seg[kMaxSegments];

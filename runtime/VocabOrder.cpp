@@ -95,6 +95,22 @@ const int32_t* VocabOrderTables::device_rank(size_t s) const {
   return static_cast<const int32_t*>(device_[2 * s + 1].data());
 }
 
+VocabOrderTables::DeviceCycles VocabOrderTables::device_cycles(size_t s) const {
+  std::lock_guard<std::mutex> lock(cycles_lock_);
+  if (cycles_.empty()) cycles_.resize(sizes_.size());
+  auto& [buffer, view] = cycles_[s];
+  if (!buffer.data()) {
+    const RowCycles c = position_cycles(order(s), kCycleRun);
+    std::vector<int32_t> all(c.rows);
+    all.insert(all.end(), c.first.begin(), c.first.end());
+    all.insert(all.end(), c.next.begin(), c.next.end());
+    buffer = DeviceBuffer::from_host(all);
+    const int32_t* base = static_cast<const int32_t*>(buffer.data());
+    view = {base, base + c.rows.size(), base + c.rows.size() + c.first.size(), c.runs()};
+  }
+  return view;
+}
+
 // ---- state ---------------------------------------------------------------------------------
 
 VocabOrder::VocabOrder(int refresh_every, std::shared_ptr<const VocabOrderTables> fixed)

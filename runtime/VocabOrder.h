@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "compiler/Program.h"
@@ -54,6 +55,15 @@ class VocabOrderTables {
   // Device copies, uploaded on the first call (needs a current context).
   const int32_t* device_order(size_t s) const;
   const int32_t* device_rank(size_t s) const;
+  // Segment s's position_cycles (runtime/VocabOrderPlan.h) in runs of kCycleRun rows, on the
+  // device: rows, then first, then next, int32 each; computed and uploaded on the first call for
+  // the segment (needs the host copies and a current context).
+  static constexpr int32_t kCycleRun = 64;
+  struct DeviceCycles {
+    const int32_t *rows = nullptr, *first = nullptr, *next = nullptr;
+    int32_t runs = 0;
+  };
+  DeviceCycles device_cycles(size_t s) const;
   // Work enqueued on `stream` from now on runs after the device copies are complete (tables
   // built on the device on another stream: an event wait, no host wait; otherwise nothing).
   void ready_on(CUstream stream) const;
@@ -66,6 +76,8 @@ class VocabOrderTables {
   mutable std::vector<std::vector<int32_t>> order_, rank_;
   mutable std::once_flag uploaded_, downloaded_;
   mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
+  mutable std::mutex cycles_lock_;
+  mutable std::vector<std::pair<DeviceBuffer, DeviceCycles>> cycles_;  // per segment, once asked
   CUevent ready_ = nullptr;                   // device-built: when the device copies are complete
 };
 

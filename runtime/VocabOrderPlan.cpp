@@ -1,5 +1,6 @@
 #include "runtime/VocabOrderPlan.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -53,6 +54,30 @@ std::vector<int32_t> inverse_order(const std::vector<int32_t>& order) {
     rank[row] = static_cast<int32_t>(p);
   }
   return rank;
+}
+
+RowCycles position_cycles(const std::vector<int32_t>& order, int32_t run) {
+  if (run < 1) throw std::invalid_argument("position_cycles: a run holds at least one row");
+  inverse_order(order);  // throws unless a permutation
+  const int64_t n = static_cast<int64_t>(order.size());
+  RowCycles c;
+  c.first.push_back(0);
+  std::vector<uint8_t> seen(n, 0);
+  for (int64_t start = 0; start < n; ++start) {
+    if (seen[start] || order[start] == start) continue;
+    const int64_t begin = static_cast<int64_t>(c.rows.size());
+    for (int64_t x = start; !seen[x]; x = order[x]) {
+      seen[x] = 1;
+      c.rows.push_back(static_cast<int32_t>(x));
+    }
+    const int64_t end = static_cast<int64_t>(c.rows.size());
+    for (int64_t a = begin; a < end; a += run) {
+      const int64_t b = std::min<int64_t>(a + run, end);
+      c.first.push_back(static_cast<int32_t>(b));
+      c.next.push_back(c.rows[b < end ? b : begin]);
+    }
+  }
+  return c;
 }
 
 double surviving_fraction(int64_t visited_tiles, int64_t total_tiles) {

@@ -17,6 +17,22 @@ std::vector<int32_t> order_by_score(const float* scores, int64_t n);
 // is a permutation of 0..order.size()-1.
 std::vector<int32_t> inverse_order(const std::vector<int32_t>& order);
 
+// The moves that put rows stored by position into weight-row order in place: row p's content
+// belongs at row order[p]. The permutation's cycles of two or more rows (fixed points need no
+// move), each as x, order[x], order[order[x]], ..., cut into runs of at most `run` consecutive
+// elements, so that the runs can move concurrently: once every run's first row is saved aside,
+// run r moves the content of rows[j] to rows[j + 1] from its last element back to its first (its
+// last's to next[r], the first element of the cycle's next run; its first's from the saved
+// copy). Each row is written once, by one run, and read before that by the same run, or saved
+// aside. O(n); std::invalid_argument unless `order` is a permutation or unless run >= 1.
+struct RowCycles {
+  std::vector<int32_t> rows;   // the cycles' elements, cycle after cycle
+  std::vector<int32_t> first;  // runs + 1 entries: run r is rows[first[r]] .. rows[first[r + 1] - 1]
+  std::vector<int32_t> next;   // per run: the row its last element's content moves to
+  int32_t runs() const { return static_cast<int32_t>(next.size()); }
+};
+RowCycles position_cycles(const std::vector<int32_t>& order, int32_t run);
+
 // Fraction of the (row tile, vocabulary tile) pairs a filtered backward visits, and the points
 // from which the backward stops filtering and visits every tile in natural order, exactly as
 // with filtering off. Measured on an H200 (four heads, zipf data, bench/NOTES.md): a backward in

@@ -117,6 +117,12 @@ const std::vector<CeEntry>& entries() {
       {M::Rows, "linear_ce_stage_weights", "", "256",
        "const __grid_constant__ tilejit_ce::CeLayout layout, const int* col_count, "
        "const int* staged_first, int chunk_first, int dim, unsigned short* staged"},
+      {M::Rows, "linear_ce_save_cycle_heads", "", "128",
+       "const int* rows, const int* first, const uint4* base, long long stride, int units, "
+       "uint4* heads"},
+      {M::Rows, "linear_ce_move_cycles", "", "128",
+       "const int* rows, const int* first, const int* next, uint4* base, long long stride, "
+       "int units, const uint4* heads"},
       {M::Rows, "linear_ce_average_logit", "", "256",
        "const unsigned short* weight, long long stride, const unsigned short* bias, int size, "
        "const float* hidden_sum, float scale, int dim, int is_f16, float* score"},

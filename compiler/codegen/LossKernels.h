@@ -67,8 +67,8 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
 // Byte sizes of the templates' launch-parameter structs. Every generated module asserts them
 // on the device side and runtime/LinearCe.cpp asserts them on its host mirrors, so a layout
 // change on either side fails a build (the NVRTC compile in CI, or the host compile).
-inline constexpr size_t kCeLayoutBytes = 336;
-inline constexpr size_t kCeFwdParamsBytes = 864;
+inline constexpr size_t kCeLayoutBytes = 368;
+inline constexpr size_t kCeFwdParamsBytes = 928;
 inline constexpr size_t kCeFwdMapsBytes = 640;
 inline constexpr size_t kCeKlMapsBytes = 1280;
 inline constexpr size_t kCeBwdMapsBytes = 896;
@@ -80,8 +80,8 @@ inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 // The vocabulary order's radix sort: blocks of kCeRadixThreads threads over kCeRadixItems items
 // each, one byte (kCeRadixDigits digits) per pass (asserted likewise)
 inline constexpr int kCeRadixThreads = 256, kCeRadixItems = 2048, kCeRadixDigits = 256;
-inline constexpr size_t kCeClassifyParamsBytes = 424;
-inline constexpr size_t kCeBwdParamsBytes = 992;
+inline constexpr size_t kCeClassifyParamsBytes = 456;
+inline constexpr size_t kCeBwdParamsBytes = 1056;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
 // CeFwdWsCta: the Hopper loop's forward on sm_90a

@@ -85,7 +85,8 @@ TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
   EXPECT_EQ(rows.entries.at("linear_ce_pair_list"), "tj_linear_ce_pair_list");
   EXPECT_EQ(rows.entries.at("linear_ce_pair_visit"), "tj_linear_ce_pair_visit");
   EXPECT_EQ(rows.entries.at("linear_ce_radix_scatter"), "tj_linear_ce_radix_scatter");
-  EXPECT_EQ(rows.entries.size(), 24u);
+  EXPECT_EQ(rows.entries.at("linear_ce_move_cycles"), "tj_linear_ce_move_cycles");
+  EXPECT_EQ(rows.entries.size(), 26u);
   for (const LossKernelSource* m : {&fwd, &grad, &products, &rows})
     for (const auto& [kernel, entry] : m->entries) {
       EXPECT_TRUE(entry.starts_with("tj_" + kernel)) << entry;

@@ -95,6 +95,69 @@ TEST(VocabOrderPlan, InverseOrderInvertsAndRejectsNonPermutations) {
   EXPECT_EQ(message({-1}), "position 0 holds row -1, outside [0, 1)");
 }
 
+// position_cycles' moves, run the way the GPU runs them (linear_ce_move_cycles): every run's first
+// row saved aside, then the runs' steps interleaved at random, each run from its last element
+// back. Row p's content must end at row order[p]; every row is written exactly once.
+TEST(VocabOrderPlan, PositionCyclesMoveEachRowToItsWeightRow) {
+  std::mt19937 rng(7);
+  auto random_order = [&](int64_t n, int fixed_points) {
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i < fixed_points && n > 1; ++i) {  // put some rows back in place
+      const int32_t p = static_cast<int32_t>(rng() % n);
+      const auto q = std::find(order.begin(), order.end(), p) - order.begin();
+      std::swap(order[p], order[q]);
+    }
+    return order;
+  };
+  std::vector<std::vector<int32_t>> orders = {{}, {0}, {0, 1, 2}, {1, 0}, {1, 2, 3, 0}};
+  for (int64_t n : {2, 3, 17, 64, 65, 1000, 4099})
+    for (int fixed : {0, 5}) orders.push_back(random_order(n, fixed));
+  std::vector<int32_t> one_cycle(777);  // a single cycle over every row
+  for (int32_t p = 0; p < 777; ++p) one_cycle[p] = (p + 1) % 777;
+  orders.push_back(one_cycle);
+  for (const std::vector<int32_t>& order : orders)
+    for (int32_t run : {1, 3, 64}) {
+      SCOPED_TRACE("n " + std::to_string(order.size()) + ", run " + std::to_string(run));
+      const RowCycles c = position_cycles(order, run);
+      ASSERT_EQ(c.first.size(), c.next.size() + 1);
+      const int64_t n = static_cast<int64_t>(order.size());
+      std::vector<int64_t> rows(n);  // each row's content: the position it was written for
+      std::iota(rows.begin(), rows.end(), 0);
+      std::vector<int64_t> heads;
+      for (int32_t r = 0; r < c.runs(); ++r) {
+        ASSERT_LT(c.first[r], c.first[r + 1]);
+        ASSERT_LE(c.first[r + 1] - c.first[r], run);
+        heads.push_back(rows[c.rows[c.first[r]]]);
+      }
+      std::vector<int32_t> j(c.runs()), dst(c.runs()), writes(n, 0);
+      std::vector<int32_t> live;
+      for (int32_t r = 0; r < c.runs(); ++r) {
+        j[r] = c.first[r + 1] - 1;
+        dst[r] = c.next[r];
+        live.push_back(r);
+      }
+      while (!live.empty()) {
+        const size_t i = rng() % live.size();
+        const int32_t r = live[i];
+        rows[dst[r]] = j[r] == c.first[r] ? heads[r] : rows[c.rows[j[r]]];
+        ++writes[dst[r]];
+        dst[r] = c.rows[j[r]];
+        if (--j[r] < c.first[r]) {
+          live[i] = live.back();
+          live.pop_back();
+        }
+      }
+      for (int64_t p = 0; p < n; ++p) {
+        ASSERT_EQ(rows[order[p]], p) << "position " << p;
+        ASSERT_EQ(writes[p], order[p] == p ? 0 : 1) << "row " << p;
+      }
+    }
+  EXPECT_THROW(position_cycles({0, 0}, 4), std::invalid_argument);
+  EXPECT_THROW(position_cycles({1, 0}, 0), std::invalid_argument);
+}
+
 TEST(VocabOrderPlan, BackwardKeepsTheOrderUnlessNearlyEveryTileSurvives) {
   EXPECT_DOUBLE_EQ(surviving_fraction(25, 100), 0.25);
   EXPECT_DOUBLE_EQ(surviving_fraction(0, 0), 1.0);
