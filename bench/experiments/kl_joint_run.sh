@@ -8,7 +8,7 @@
 #        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
 #        SANITIZE_FILTER (the tests under the sanitizers), SANITIZERS (default "memcheck
 #        racecheck"; empty: none), KL_MODES (default exact,state),
-#        PLAIN=0 (no plain heads), KL_EXTRA (bench arguments: this tree's KL row again with them,
+#        PLAIN=0 (no plain heads), KL=0 (no KL row), KL_EXTRA (bench arguments: this tree's KL row again with them,
 #        e.g. "--kl-cluster 2", as a third side of each round)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
@@ -54,6 +54,7 @@ done
 kl="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes ce_kl_248k --modes ${KL_MODES:-exact,state}"
 sides="base head base head"
 [ -n "${KL_EXTRA:-}" ] && sides="base head extra base head extra"
+[ "${KL:-1}" = 1 ] || sides=""
 for side in $sides; do
   bin=build-$([ $side = base ] && echo base || echo gpu)/bench/linear_ce_gpu_bench
   extra=$([ $side = extra ] && echo "$KL_EXTRA")
