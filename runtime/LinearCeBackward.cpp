@@ -165,12 +165,15 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // and linear_ce_move_cycles puts every row where it belongs at the end. (fp32 rows would
   // overwrite later chunks' rows of the copy.) Not for KL programs, whose gradient tiles take
   // the student's weights their own way.
+  uint32_t overwritten = 0;  // the segments whose dC goes where the forward left a copy
+  for (int32_t s = 0; s < layout.num_segments; ++s)
+    if (st.d_weight_outputs[s] && g.d_weight[s].data == st.d_weight_outputs[s]->data)
+      overwritten |= 1u << s;
+  const uint32_t copies = st.weights_in_grad_buffer.fetch_and(~overwritten) & overwritten;
   for (int32_t s = 0; s < layout.num_segments && sm90_products && !P.kl; ++s) {
     CeSegment& seg = layout.seg[s];
-    if (!seg.order || !(st.weights_in_grad_buffer >> s & 1) || !seg.d_weight_16 ||
-        g.d_weight[s].data != st.d_weight_outputs[s]->data)
-      continue;
-    seg.weights_by_position = seg.d_weight_by_position = 1;
+    if (seg.order && (copies >> s & 1) && seg.d_weight_16)
+      seg.weights_by_position = seg.d_weight_by_position = 1;
   }
   // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), their lists, and the
   // visited pairs' numbering (linear_ce_bwd.cuh "G").

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -138,9 +139,10 @@ struct LinearCeState {
   // The weights' gradient buffers the forward was given (LinearCeOutputs::d_weight), per segment:
   // the backward's outputs unless it is given others.
   std::vector<std::optional<TensorView>> d_weight_outputs;
-  // Bit s: the forward left segment s's weights in position order in d_weight_outputs[s] (rows of
-  // D contiguous, its own 16-bit type), where the backward may read them.
-  uint32_t weights_in_grad_buffer = 0;
+  // Bit s: segment s's weights are in position order in d_weight_outputs[s] (rows of D
+  // contiguous, E's 16-bit type), as the forward left them, where a backward may read them. A
+  // backward writing dC there clears it (a later backward of the same forward stages them).
+  mutable std::atomic<uint32_t> weights_in_grad_buffer{0};
   // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the forward's
   // stream after the backwards' work on theirs (used_on), hence mutable.
   mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]

@@ -91,6 +91,7 @@ struct Case {
   int kl_forward_cluster = 0;            // LinearCeOptions::kl_forward_cluster
   bool weight_grad_16 = false;           // dC outputs in E's dtype rather than f32
   bool grad_outputs_at_forward = false;  // dC outputs given to the forward, not the backward
+  bool backward_twice = false;           // a second backward of the forward, into the same outputs
   // The forward on one stream, the backward on another that waits for it (an event), and the
   // state dropped as soon as the backward is enqueued, before either stream has finished.
   bool two_streams = false;
@@ -313,6 +314,24 @@ class Problem {
         fwd, grad_loss, bwd_stream ? bwd_stream->get() : nullptr, gouts);
     for (size_t s = 0; s < outs.d_weight.size(); ++s)  // the forward's buffers hold the results
       EXPECT_EQ(g.d_weight[s].data, outs.d_weight[s]->data) << c.name << " segment " << s;
+    if (c.backward_twice) {  // the same gradients again, bit for bit (the results below: its own)
+      Driver::get()->context_synchronize();
+      auto bytes_of = [](const TensorView& t) {
+        std::vector<uint8_t> bytes(size_t(t.numel()) * (t.dtype == DType::F32 ? 4 : 2));
+        Driver::get()->memcpy_dtoh(bytes.data(), t.device_ptr(), bytes.size());
+        return bytes;
+      };
+      std::vector<std::vector<uint8_t>> first;
+      for (const TensorView& t : g.d_weight) first.push_back(bytes_of(t));
+      first.push_back(bytes_of(g.d_hidden));
+      g = linear_cross_entropy_backward(fwd, grad_loss, bwd_stream ? bwd_stream->get() : nullptr,
+                                        gouts);
+      Driver::get()->context_synchronize();
+      for (size_t s = 0; s < g.d_weight.size(); ++s)
+        EXPECT_TRUE(first[s] == bytes_of(g.d_weight[s]))
+            << c.name << ": the second backward's dC of segment " << s;
+      EXPECT_TRUE(first.back() == bytes_of(g.d_hidden)) << c.name << ": the second backward's dE";
+    }
     if (c.two_streams) fwd.state.reset();  // its workspace goes back after both streams' work
     Driver::get()->context_synchronize();
 

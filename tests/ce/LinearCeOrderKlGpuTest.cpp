@@ -206,7 +206,9 @@ TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
 // The weights' gradient buffers given to the forward (LinearCeOutputs::d_weight): the Hopper
 // forward builds the ordered segments' position-order copies in them (contiguous rows: read back
 // between the forward and the backward), and the backward writes the gradients there,
-// bit-identical to buffers given to the backward; f32 and 16-bit buffers.
+// bit-identical to buffers given to the backward; f32 and 16-bit buffers. (With 16-bit ones the
+// backward reads the weights from the copy and writes dC over it by position, then in row
+// order; a second backward of the same forward, the copy gone, stages them: the same bits.)
 TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
   // (the Hopper loop's forward, not the portable one that TILEJIT_CE_LOOP=portable selects)
   const bool hopper =
@@ -219,6 +221,7 @@ TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
     Case early = late;
     early.name = "gaps_bias_dC_at_forward";
     early.grad_outputs_at_forward = true;
+    early.backward_twice = true;
     Problem a(late), b(early);
     a.check();
     b.check();
