@@ -152,8 +152,8 @@ __device__ __forceinline__ void write_staged_dweight_tile(const CeBwdParams& p, 
     if (c >= pairs) continue;
     const float2 v = *reinterpret_cast<const float2*>(staged + r * stride + 2 * c);
     *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) +
-                            (long long)d_weight_row(S, lbase + r) * S.d_weight_stride + d0 + 2 * c) =
-        pack2<kF16>(v.x, v.y);
+                            (long long)d_weight_row(S, lbase + r) * S.d_weight_stride + d0 +
+                            2 * c) = pack2<kF16>(v.x, v.y);
   }
 }
 

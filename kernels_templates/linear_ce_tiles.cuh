@@ -140,8 +140,8 @@ __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_cl
   for (int rt = 0; rt < num_row_tiles; ++rt)
     if (const unsigned char c = tile_class[(long long)rt * num_tiles + t]; c & kTileHot) {
       pair_rank[(long long)rt * num_tiles + t] = n;
-      col_list[(long long)t * num_row_tiles + n++] =
-          rt | (c >> kHalfShift & kAllHalves) << kPairHalvesShift;
+      col_list[(long long)t * num_row_tiles + n++] = rt | (c >> kHalfShift & kAllHalves)
+                                                              << kPairHalvesShift;
       halves += __popc(c >> kHalfShift & kAllHalves);
     }
   col_count[t] = n;

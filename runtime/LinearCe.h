@@ -62,7 +62,11 @@
 // teacher shares the student's weights.
 // LinearCeOptions::copy_ordered_weights = false gathers instead. The backward stages each
 // vocabulary chunk's visited tiles' rows the same way, beside G's blocks, within
-// grad_buffer_bytes (a tile that alone needs more gets a chunk of its own).
+// grad_buffer_bytes (a tile that alone needs more gets a chunk of its own), unless the forward
+// built the copy in the 16-bit gradient buffer that dC goes to: then the backward reads the
+// tiles there, writes each chunk's dC rows over that chunk's rows of the copy, by position, and
+// finally moves every row to its weight's row in place, along the order's cycles (O(V D) bytes
+// read and written once, as the staging did; grad_buffer_bytes holds G's blocks alone).
 //   Where it comes from (LinearCeOptions::vocab_ordering): Natural (the default); AverageLogit, a
 // pre-pass on this call's kept rows computing mean_r(E_r) . C_v + b_v for every id (one GEMV,
 // O(V D); the raw logit, before logit_mod), then a stable radix sort per segment on the device,
@@ -185,7 +189,8 @@ struct LinearCeOutputs {
   // buffer's rows are contiguous (row stride D, 16-byte aligned), instead of taking V_s x D from
   // the workspace pool: a state step's peak is then the outputs and the backward's scratch. Their
   // contents are undefined until the backward writes the gradients there, which it does unless
-  // it is given other buffers. They must stay alive until the backward.
+  // it is given other buffers. They must stay alive, and unwritten, until the backward (which may
+  // read the copy there).
   std::vector<std::optional<TensorView>> d_weight;
 };
 

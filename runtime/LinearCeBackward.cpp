@@ -172,7 +172,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const uint32_t copies = st.weights_in_grad_buffer.fetch_and(~overwritten) & overwritten;
   for (int32_t s = 0; s < layout.num_segments && sm90_products && !P.kl; ++s) {
     CeSegment& seg = layout.seg[s];
-    if (seg.order && (copies >> s & 1) && seg.d_weight_16)
+    if (seg.order && (copies >> s & 1) && seg.d_weight_16 && seg.d_weight_stride == dim)
       seg.weights_by_position = seg.d_weight_by_position = 1;
   }
   // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), their lists, and the
@@ -310,6 +310,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     for (int32_t t = seg.first_tile; t < end; ++t) staged_tile[t] = tile_pairs[t] > 0;
     stage_weights = true;
   }
+  // (the end's row moves: looked up before any chunk writes dC by position)
+  CUfunction save_heads = K.function(LossModule::Rows, "linear_ce_save_cycle_heads");
+  CUfunction move_rows = K.function(LossModule::Rows, "linear_ce_move_cycles");
   const CeBackwardPlan plan =
       plan_backward_chunks(tile_pairs, staged_tile, dim, st.grad_buffer_bytes);
   const DeviceBuffer grad_buffer = DeviceBuffer::on_stream(plan.buffer_bytes, stream);
@@ -365,8 +368,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     }
     if (ch.pairs > 0 && sm90_grad) {
       const int32_t group = shared_tiles_group(ws.num_sms);
-      run(K.function(LossModule::Rows, "linear_ce_pair_visit"),
-          {blocks(ch.pairs, 256)}, {256}, 0, stream, static_cast<const int32_t*>(p.pair_first),
+      run(K.function(LossModule::Rows, "linear_ce_pair_visit"), {blocks(ch.pairs, 256)}, {256}, 0,
+          stream, static_cast<const int32_t*>(p.pair_first),
           static_cast<const int32_t*>(p.pair_list), p.chunk_first, p.chunk_tiles, group,
           pair_visit);
       p.pair_visit = pair_visit;
@@ -404,12 +407,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       heads = own_heads.data();
     }
     const long long stride = seg.d_weight_stride * 2 / 16;
-    run(K.function(LossModule::Rows, "linear_ce_save_cycle_heads"),
-        {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows, cycles.first,
-        static_cast<const void*>(seg.d_weight), stride, units, heads);
-    run(K.function(LossModule::Rows, "linear_ce_move_cycles"),
-        {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows, cycles.first,
-        cycles.next, seg.d_weight, stride, units, static_cast<const void*>(heads));
+    run(save_heads, {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows,
+        cycles.first, static_cast<const void*>(seg.d_weight), stride, units, heads);
+    run(move_rows, {static_cast<unsigned>(cycles.runs)}, {128}, 0, stream, cycles.rows,
+        cycles.first, cycles.next, seg.d_weight, stride, units, static_cast<const void*>(heads));
   }
   return g;
 }

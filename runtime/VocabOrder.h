@@ -78,7 +78,7 @@ class VocabOrderTables {
   mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
   mutable std::mutex cycles_lock_;
   mutable std::vector<std::pair<DeviceBuffer, DeviceCycles>> cycles_;  // per segment, once asked
-  CUevent ready_ = nullptr;                   // device-built: when the device copies are complete
+  CUevent ready_ = nullptr;  // device-built: when the device copies are complete
 };
 
 class VocabOrder {
