@@ -8,7 +8,7 @@
 #        TEST_FILTER (default LinearCeGpu.*), PORTABLE=0 (no portable-loop tests),
 #        SANITIZE_FILTER (the tests under the sanitizers), SANITIZERS (default "memcheck
 #        racecheck"; empty: none), KL_MODES (default exact,state),
-#        PLAIN=0 (no plain heads), KL=0 (no KL row), KL_EXTRA (bench arguments: this tree's KL row again with them,
+#        PLAIN=0 (no plain heads), PLAIN_MODES (default exact,state), KL=0 (no KL row), KL_EXTRA (bench arguments: this tree's KL row again with them,
 #        e.g. "--kl-cluster 2", as a third side of each round)
 #   bench/experiments/kl_joint_run.sh OUTDIR BASE
 set -uo pipefail
@@ -62,7 +62,7 @@ for side in $sides; do
     grep -E "^  (exact|state)" | sed "s/^/kl $side /"
 done
 echo "KL done $(elapsed)"
-plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes exact,state"
+plain="--kinds zipf --iters 3 --weight-grad bf16 --grad-outputs-at forward --shapes gemma2_2b,llama3_8b,qwen_248k --modes ${PLAIN_MODES:-exact,state}"
 for side in $([ "${PLAIN:-1}" = 1 ] && echo base head base head); do
   bin=build-$([ $side = head ] && echo gpu || echo base)/bench/linear_ce_gpu_bench
   TILEJIT_CACHE_DIR=/tmp/tj-cache-$side timeout 60 $bin $plain 2>&1 |
