@@ -263,12 +263,12 @@ typedef enum tj_vocab_ordering {
 typedef struct tj_linear_ce_options {
   float filter_threshold;    /* GPU gradient filtering: < 0 the dtype's default, 0 exact */
   int32_t deterministic;     /* every kernel of this path is deterministic; kept for the future */
-  int64_t grad_buffer_bytes; /* GPU backward staging bound; 0 the default (512 MiB) */
+  int64_t grad_buffer_bytes; /* GPU backward staging bound; 0 the library's (LinearCe.h) */
   int32_t vocab_ordering;    /* a tj_vocab_ordering (GPU; the CPU executor visits every id) */
   tj_vocab_order* vocab_order; /* TJ_VOCAB_STATE: the order (required then, NULL otherwise) */
 } tj_linear_ce_options;
 
-/* The defaults: filter_threshold -1, deterministic 1, grad_buffer_bytes 512 MiB, natural order.
+/* The defaults: filter_threshold -1, deterministic 1, grad_buffer_bytes 0, natural order.
  * A NULL options pointer means the same. */
 TJ_API void tj_linear_ce_options_init(tj_linear_ce_options* options);
 

@@ -149,9 +149,14 @@ struct LinearCeOptions {
   bool deterministic = true;
   // Bound on the backward's bf16/f16 buffer: the gradient tiles of the visited (row tile,
   // vocabulary tile) pairs and, with a vocabulary order on the Hopper path, the visited tiles'
-  // weight rows (it works through the vocabulary in chunks that fit; a single tile that does not
-  // fit gets a chunk of its own). The buffer is the largest chunk's size.
-  int64_t grad_buffer_bytes = int64_t{512} << 20;
+  // weight rows unless it reads them in position order (it works through the vocabulary in
+  // chunks that fit; a single tile that does not fit gets a chunk of its own). The buffer is the
+  // largest chunk's size. 0: the library's, kDefaultGradBufferBytes, or
+  // kPositionOrderGradBufferBytes where the backward stages no weights and reads some in
+  // position order (fewer pairs per step: the same time with less memory, bench/NOTES.md).
+  static constexpr int64_t kDefaultGradBufferBytes = int64_t{512} << 20;
+  static constexpr int64_t kPositionOrderGradBufferBytes = int64_t{128} << 20;
+  int64_t grad_buffer_bytes = 0;
   // The order the kernels visit each segment's ids in, when filtering is on.
   VocabOrdering vocab_ordering = VocabOrdering::Natural;
   // With an order on the Hopper path: copy an ordered segment's weights into position order for

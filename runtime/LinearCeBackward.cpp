@@ -313,8 +313,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // (the end's row moves: looked up before any chunk writes dC by position)
   CUfunction save_heads = K.function(LossModule::Rows, "linear_ce_save_cycle_heads");
   CUfunction move_rows = K.function(LossModule::Rows, "linear_ce_move_cycles");
-  const CeBackwardPlan plan =
-      plan_backward_chunks(tile_pairs, staged_tile, dim, st.grad_buffer_bytes);
+  bool by_position = false;
+  for (int32_t s = 0; s < layout.num_segments; ++s)
+    by_position |= layout.seg[s].weights_by_position;
+  const int64_t budget = st.grad_buffer_bytes > 0 ? st.grad_buffer_bytes
+                         : by_position && !stage_weights
+                             ? LinearCeOptions::kPositionOrderGradBufferBytes
+                             : LinearCeOptions::kDefaultGradBufferBytes;
+  const CeBackwardPlan plan = plan_backward_chunks(tile_pairs, staged_tile, dim, budget);
   const DeviceBuffer grad_buffer = DeviceBuffer::on_stream(plan.buffer_bytes, stream);
   p.grad = grad_buffer.data();
   // The Hopper products' tiles come by TMA: maps of G's blocks, the kept rows, the chunk's staged

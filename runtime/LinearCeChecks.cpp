@@ -93,8 +93,8 @@ void check_options(const LossProgram& prog, const LinearCeOptions& o) {
   TILEJIT_USER_CHECK(std::isfinite(o.filter_threshold) && o.filter_threshold < 1,
                      "program {}: filter_threshold must be finite and < 1, got {}", prog.name,
                      o.filter_threshold);
-  TILEJIT_USER_CHECK(o.grad_buffer_bytes > 0,
-                     "program {}: grad_buffer_bytes must be positive, "
+  TILEJIT_USER_CHECK(o.grad_buffer_bytes >= 0,
+                     "program {}: grad_buffer_bytes must be positive (or 0: the library's), "
                      "got {}",
                      prog.name, o.grad_buffer_bytes);
   const bool state = o.vocab_ordering == VocabOrdering::State;
@@ -105,7 +105,6 @@ void check_options(const LossProgram& prog, const LinearCeOptions& o) {
                      "program {}: a vocab_order is given but vocab_ordering is not State",
                      prog.name);
 }
-
 
 namespace {
 
@@ -185,7 +184,7 @@ void check_teacher(const LossProgram& prog, const LinearCeTeacher& teacher) {
 
 // Shape, dtype, layout and bindings checks of a forward call; nothing here needs a GPU.
 void check_forward_inputs(const LossProgram& prog, const TensorView& hidden,
-                                 const TensorView& targets, const LinearCeOutputs& outputs) {
+                          const TensorView& targets, const LinearCeOutputs& outputs) {
   validate(prog);
   check_linear_ce_supported(prog);
   hidden.check_well_formed().check_rank(2).check_dtype({DType::BF16, DType::F16});

@@ -135,7 +135,7 @@ struct LinearCeState {
   std::vector<SegmentBinding> teacher_segments;
   linear_ce::CeTeacher teacher;
   LinearCeWorkspace ws;
-  int64_t grad_buffer_bytes = 0;  // the backward's chunks' budget (LinearCeOptions)
+  int64_t grad_buffer_bytes = 0;  // the backward's chunks' budget (LinearCeOptions; 0: default)
   // The weights' gradient buffers the forward was given (LinearCeOutputs::d_weight), per segment:
   // the backward's outputs unless it is given others.
   std::vector<std::optional<TensorView>> d_weight_outputs;
