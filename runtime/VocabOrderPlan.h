@@ -24,12 +24,11 @@ std::vector<int32_t> inverse_order(const std::vector<int32_t>& order);
 // run r moves the content of rows[j] to rows[j + 1] from its last element back to its first (its
 // last's to next[r], the first element of the cycle's next run; its first's from the saved
 // copy). Each row is written once, by one run, and read before that by the same run, or saved
-// aside. O(n); std::invalid_argument unless `order` is a permutation or unless run >= 1.
+// aside. O(n); std::invalid_argument unless `order` is a permutation and run >= 1.
 struct RowCycles {
-  std::vector<int32_t> rows;  // the cycles' elements, cycle after cycle
-  std::vector<int32_t>
-      first;                  // runs + 1 entries: run r is rows[first[r]] .. rows[first[r + 1] - 1]
-  std::vector<int32_t> next;  // per run: the row its last element's content moves to
+  std::vector<int32_t> rows;   // the cycles' elements, cycle after cycle
+  std::vector<int32_t> first;  // runs + 1 entries: run r is rows[first[r]], ..., rows[first[r+1]-1]
+  std::vector<int32_t> next;   // per run: the row its last element's content moves to
   int32_t runs() const { return static_cast<int32_t>(next.size()); }
 };
 RowCycles position_cycles(const std::vector<int32_t>& order, int32_t run);
