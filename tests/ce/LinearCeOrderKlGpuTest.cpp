@@ -208,16 +208,20 @@ TEST_F(LinearCeGpu, OrderedWeightsCopiedOrGatheredAlike) {
 // between the forward and the backward), and the backward writes the gradients there,
 // bit-identical to buffers given to the backward; f32 and 16-bit buffers. (With 16-bit ones the
 // backward reads the weights from the copy and writes dC over it by position, then in row
-// order; a second backward of the same forward, the copy gone, stages them: the same bits.)
+// order; a second backward of the same forward, the copy gone, stages them: the same bits. With
+// a budget of a few G blocks the backward works in many chunks: each chunk's dC rows go over the
+// copy's rows of its own tiles while later chunks still read theirs.)
 TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
   // (the Hopper loop's forward, not the portable one that TILEJIT_CE_LOOP=portable selects)
   const bool hopper =
       Driver::get()->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9 &&
       linear_ce_tile_loop() == CeTileLoop::Sm90;
   const std::vector<std::vector<int32_t>> orders = gapped_orders();
-  for (bool narrow : {false, true}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool narrow = variant > 0;
     Case late = gapped_fixed_order("gaps_bias_dC_at_backward");
     late.weight_grad_16 = narrow;
+    if (variant == 2) late.grad_buffer_bytes = 4 * 128 * 128 * 2;  // 4 G blocks a chunk
     Case early = late;
     early.name = "gaps_bias_dC_at_forward";
     early.grad_outputs_at_forward = true;
@@ -243,7 +247,7 @@ TEST_F(LinearCeGpu, WeightGradientBuffersGivenToTheForward) {
     EXPECT_EQ(std::memcmp(a.last_d_weight().data(), b.last_d_weight().data(),
                           a.last_d_weight().size() * 4),
               0)
-        << (narrow ? "16-bit" : "f32") << " dC";
+        << (narrow ? "16-bit" : "f32") << " dC" << (variant == 2 ? ", many chunks" : "");
     EXPECT_EQ(a.last_loss(), b.last_loss());
   }
 }
@@ -441,16 +445,16 @@ TEST_F(LinearCeGpu, KlForwardClusters) {
     for (bool copied : {true, false}) {
       const std::string name =
           fmt::format("kl_cluster_{}_{}", cluster, copied ? "copied" : "gathered");
-      Case c{.name = name.c_str(),
-             .program = "",
-             .segments = segs,
-             .n = 1000,
-             .d = 64,
-             .peak = 8,
-             .threshold = -1,
-             .seed = uint64_t(53 + cluster),
-             .kl = Case::Kl{.alpha = 0.3, .temperature = 1.5, .own_teacher = true,
-                            .teacher_d = 96}};
+      Case c{
+          .name = name.c_str(),
+          .program = "",
+          .segments = segs,
+          .n = 1000,
+          .d = 64,
+          .peak = 8,
+          .threshold = -1,
+          .seed = uint64_t(53 + cluster),
+          .kl = Case::Kl{.alpha = 0.3, .temperature = 1.5, .own_teacher = true, .teacher_d = 96}};
       c.program = "loss distill {\n" + layout_text(segs) + kl_text(*c.kl, segs) + "}\n";
       c.ordering = VocabOrdering::AverageLogit;
       c.copy_ordered_weights = copied;
@@ -462,8 +466,7 @@ TEST_F(LinearCeGpu, KlForwardClusters) {
   // weight tile for both products.
   Case shared = gapped("kl_cluster_2_shared_head", -1);
   shared.kl = Case::Kl{.alpha = 0.2, .temperature = 2};
-  shared.program =
-      "loss distill {\n" + layout_text(kGapped) + kl_text(*shared.kl, kGapped) + "}\n";
+  shared.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*shared.kl, kGapped) + "}\n";
   shared.kl_forward_cluster = 2;
   Problem(shared).check();
   Case bad = gapped("kl_cluster_3", -1);
@@ -474,8 +477,7 @@ TEST_F(LinearCeGpu, KlForwardClusters) {
     Problem(bad).check();
     FAIL() << "a cluster of 3 was accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("kl_forward_cluster is 3"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("kl_forward_cluster is 3"), std::string::npos) << e.what();
   }
 }
 
