@@ -155,7 +155,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // Llama-3 51.6 -> 50.4, V 248k 124.9 -> 122.8; state steps level to 0.4 ms faster.
   int32_t* pair_visit = static_cast<int32_t*>(bwd(ws.pair_visit));
   // The products on the Hopper loop (sm_90a modules) add a warpgroup that only loads, and a stage;
-  // their weight tiles come by TMA, staged per chunk for segments with an order.
+  // their weight tiles come by TMA, staged per chunk for segments with an order (unless read in
+  // position order, below).
   const bool sm90_products = K.hopper_products();
   // The weights in position order: where the forward left an ordered segment's weights in
   // position order in the 16-bit gradient buffer (LinearCeOutputs::d_weight) that dC goes to,
@@ -310,12 +311,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     for (int32_t t = seg.first_tile; t < end; ++t) staged_tile[t] = tile_pairs[t] > 0;
     stage_weights = true;
   }
-  // (the end's row moves: looked up before any chunk writes dC by position)
-  CUfunction save_heads = K.function(LossModule::Rows, "linear_ce_save_cycle_heads");
-  CUfunction move_rows = K.function(LossModule::Rows, "linear_ce_move_cycles");
   bool by_position = false;
   for (int32_t s = 0; s < layout.num_segments; ++s)
     by_position |= layout.seg[s].weights_by_position;
+  // (the end's row moves: looked up before any chunk writes dC by position)
+  CUfunction save_heads =
+      by_position ? K.function(LossModule::Rows, "linear_ce_save_cycle_heads") : nullptr;
+  CUfunction move_rows =
+      by_position ? K.function(LossModule::Rows, "linear_ce_move_cycles") : nullptr;
   const int64_t budget = st.grad_buffer_bytes > 0 ? st.grad_buffer_bytes
                          : by_position && !stage_weights
                              ? LinearCeOptions::kPositionOrderGradBufferBytes
