@@ -38,6 +38,7 @@ struct NoArgs {
 };
 struct IdentityLogit {
   static constexpr bool kLogitIsIdentity = true;
+  static constexpr bool kKlTempered = false;  // no KL term
   __device__ static float logit_mod(const NoArgs&, float x, int, int) { return x; }
   __device__ static float logit_grad(const NoArgs&, float, int, int) { return 1.f; }
 };
@@ -51,6 +52,7 @@ __device__ __forceinline__ float tanh_approx(float x) {
 }
 struct SoftcapLogit {  // cap * tanh(x / cap)
   static constexpr bool kLogitIsIdentity = false;
+  static constexpr bool kKlTempered = false;
   __device__ static float logit_mod(const CapArgs& a, float x, int, int) {
     return a.cap * tanh_approx(x * a.inv_cap);
   }
