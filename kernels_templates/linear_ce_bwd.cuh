@@ -451,9 +451,10 @@ __device__ __forceinline__ void linear_ce_grad_kl_ws(const Args& args, const CeB
     if (t != located) {
       const int2 pair = p.pair_list[pair_index(t)];
       q = kl_pair(L, T, R, pair.x, 0);
-      if (q.student.seg->order) {  // the chunk's staged copy (every visited tile's), by TMA
-        q.student.boxed = true;
-        q.staged_row = chunk_staged_tile(p, pair.x) * kTileIds;
+      if (q.student.seg->order) {  // by TMA: the forward's copy in position order (kl_maps'
+        q.student.boxed = true;    // map over it), or the chunk's staged copy
+        if (!q.student.seg->weights_by_position)
+          q.staged_row = chunk_staged_tile(p, pair.x) * kTileIds;
       }
       row0 = pair_row_tile(pair.y) * kTileRows;
       located = t;

@@ -486,6 +486,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       const CeSegment& tseg = t.layout.seg[s];
       if (!seg.order || !options.copy_ordered_weights) continue;
       void* copy = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+      if (st->d_weight_outputs[s] && copy == st->d_weight_outputs[s]->data)
+        st->weights_in_grad_buffer |= 1u << s;
       const bool shared = (t.shared_weights >> s) & 1;
       void* teacher_copy = shared ? copy : position_order_copy(tseg, t.dim, nullptr);
       kl_maps.weight[s] =

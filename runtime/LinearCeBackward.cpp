@@ -164,14 +164,14 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // leaves the whole chunk budget to G. Each chunk writes its dC rows there by position, over
   // the rows of the copy that only that chunk reads, once its G and dE are done (stream order),
   // and linear_ce_move_cycles puts every row where it belongs at the end. (fp32 rows would
-  // overwrite later chunks' rows of the copy.) Not for KL programs, whose gradient tiles take
-  // the student's weights their own way.
+  // overwrite later chunks' rows of the copy.) A KL program's gradient tiles read the student's
+  // tiles there too (kl_maps), and a teacher sharing its weights reads the student's tile.
   uint32_t overwritten = 0;  // the segments whose dC goes where the forward left a copy
   for (int32_t s = 0; s < layout.num_segments; ++s)
     if (st.d_weight_outputs[s] && g.d_weight[s].data == st.d_weight_outputs[s]->data)
       overwritten |= 1u << s;
   const uint32_t copies = st.weights_in_grad_buffer.fetch_and(~overwritten) & overwritten;
-  for (int32_t s = 0; s < layout.num_segments && sm90_products && !P.kl; ++s) {
+  for (int32_t s = 0; s < layout.num_segments && sm90_products; ++s) {
     CeSegment& seg = layout.seg[s];
     if (seg.order && (copies >> s & 1) && seg.d_weight_16 && seg.d_weight_stride == dim)
       seg.weights_by_position = seg.d_weight_by_position = 1;
@@ -335,7 +335,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
         ce_operand_tensor_map_args(data, rows, cols, stride, kCeProductTmaRows, f16));
   };
   CeKlMaps kl_maps{};  // a KL program's gradient tiles on the Hopper loop: their operands
-  if (sm90_grad && P.kl) kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
+  if (sm90_grad && P.kl) {
+    kl_maps = kl_operand_maps(p.layout, p.rows, p.kl.teacher, f16);
+    for (int32_t s = 0; s < layout.num_segments; ++s)  // the student's tiles in position order
+      if (layout.seg[s].weights_by_position)
+        kl_maps.weight[s] = encode_tensor_map(ce_weight_tensor_map_args(
+            st.d_weight_outputs[s]->data, layout.seg[s].size, dim, dim, f16));
+  }
   if (sm90_products) {
     maps.grad = map(p.grad, std::max<int64_t>(plan.max_pairs, 1) * kTileRows, kTileIds, kTileIds);
     maps.hidden = map(p.rows.hidden, n_kept, dim, dim);

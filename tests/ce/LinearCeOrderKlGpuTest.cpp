@@ -386,6 +386,44 @@ TEST_F(LinearCeGpu, KlOrderedGatheredOrCopied) {
   }
 }
 
+// A KL program's 16-bit weight gradients given to the forward: the forward copies the student's
+// ordered weights into them; the backward's gradient tiles (a teacher sharing the weights reads
+// the student's tile, one with weights of its own gathers its rows) and dE read that copy by
+// position, and dC goes over it by position, then into row order. Bit-identical to the buffers
+// given to the backward (which stages the weights per chunk), in one chunk and in many (4 G
+// blocks a chunk), and again in a second backward of the same forward (the copy gone: staged).
+TEST_F(LinearCeGpu, KlWeightGradientBuffersGivenToTheForward) {
+  std::vector<SegSpec> segs = {{0, 4000, true}};
+  for (bool shared : {true, false})
+    for (int64_t budget : {int64_t{0}, int64_t{4 * 128 * 128 * 2}}) {
+      Case late = prior_case(shared ? "kl_shared_dC_at_backward" : "kl_own_dC_at_backward",
+                             VocabOrdering::AverageLogit);
+      late.kl = Case::Kl{.alpha = 0.4, .temperature = 1.5};
+      if (!shared) {
+        late.kl->own_teacher = true;
+        late.kl->teacher_d = 96;
+      }
+      late.program = "loss distill {\n" + layout_text(segs) + kl_text(*late.kl, segs) + "}\n";
+      late.weight_grad_16 = true;
+      late.grad_buffer_bytes = budget;
+      Case early = late;
+      early.name = shared ? "kl_shared_dC_at_forward" : "kl_own_dC_at_forward";
+      early.grad_outputs_at_forward = true;
+      early.backward_twice = true;
+      Problem a(late), b(early);
+      a.check();
+      b.check();
+      EXPECT_TRUE(b.ordered_forward()) << early.name;
+      EXPECT_TRUE(b.ordered_backward()) << early.name << ": surviving " << b.surviving();
+      ASSERT_EQ(a.last_d_weight().size(), b.last_d_weight().size());
+      EXPECT_EQ(std::memcmp(a.last_d_weight().data(), b.last_d_weight().data(),
+                            a.last_d_weight().size() * 4),
+                0)
+          << early.name << (budget ? ", many chunks" : "");
+      EXPECT_EQ(a.last_loss(), b.last_loss()) << early.name;
+    }
+}
+
 // More visited pairs than SMs, unfiltered (504 pairs: on the Hopper loop each persistent CTA of
 // the gradient tiles takes several, its ring and output tiles carried from one to the next), a
 // teacher wider than the student (D_t 96 vs D 64), two segments with and without a bias.
