@@ -65,12 +65,15 @@ struct CeBwdParams {
                                         // sparse target correction: every tile is visited)
   int* target_slot = nullptr;           // [n_kept] the target's slot (id_slot)
   const unsigned char* tile_class = nullptr;  // [row tiles, num_tiles]
-  const int* row_list = nullptr;      // [row tiles, num_tiles]: visited vocab tiles, ascending
-  const int* row_count = nullptr;     // [row tiles]
-  const int* col_list = nullptr;      // [num_tiles, row tiles]: visited row tiles, ascending,
-                                      // packed with their computed halves (pair_row_tile ...)
-  const int* col_count = nullptr;     // [num_tiles]
-  const int* col_steps = nullptr;     // [num_tiles]: their computed halves (dC's K steps)
+  const int* row_list = nullptr;         // [row tiles, num_tiles]: visited vocab tiles, ascending
+  const int* row_count = nullptr;        // [row tiles]
+  const int* col_list = nullptr;         // [num_tiles, row tiles]: visited row tiles, ascending,
+                                         // packed with their computed halves (pair_row_tile ...)
+  const int* col_count = nullptr;        // [num_tiles]
+  const int* col_steps = nullptr;        // [num_tiles]: their computed halves (dC's K steps)
+  const int* col_corrections = nullptr;  // [num_tiles]: the row tiles holding a target correction
+                                         // there (kTileHoldsTarget alone), listed ascending from
+                                         // the end of the tile's col_list backwards
   const int* pair_rank = nullptr;     // [row tiles, num_tiles]: a visited pair's place in its tile
   const int* pair_first = nullptr;    // [num_tiles + 1]: the first pair of each tile
   const int* staged_first = nullptr;  // [num_tiles + 1]: the staged tiles before each tile

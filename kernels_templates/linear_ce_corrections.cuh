@@ -88,6 +88,48 @@ __device__ __forceinline__ void add_target_rows_dweight(const CeBwdParams& p, in
   }
 }
 
+// add_target_rows_dweight's corrections added to a dC tile's accumulators (rows of the tile,
+// columns d0 + Cta::col(ni)) in registers, in the same order: the `held` row tiles that hold a
+// correction in `tile` (col_corrections, listed at the end of its col_list), and within each its
+// rows in ascending order. Each warp reads the row tile's targets, 32 rows at a time, and the
+// four threads holding a correction's position add t_k E_k over their columns. Warp by warp,
+// no barrier: for an epilogue whose CTA's ring is busy with the next output tile.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void add_target_rows_to_acc(const CeBwdParams& p, int tile, int d0,
+                                                       int held, typename Cta::Acc& acc) {
+  const CeRows& R = p.rows;
+  const int* rts = p.col_list + (long long)(tile + 1) * p.num_row_tiles - 1;
+  const int lane = threadIdx.x & 31;
+  for (int m = 0; m < held; ++m) {
+    const int rt = rts[-m];
+    for (int r0 = rt * kTileRows; r0 < rt * kTileRows + kTileRows; r0 += 32) {
+      const int k = r0 + lane;
+      const int slot = k < R.n_kept ? p.target_slot[k] : -1;
+      const int at = slot >= 0 && slot / kTileIds == tile ? slot - tile * kTileIds : -1;
+      const float t = at >= 0 ? p.target_grad[k] : 0.f;
+      for (unsigned rows = __ballot_sync(0xffffffffu, at >= 0); rows != 0; rows &= rows - 1) {
+        const int from = __ffs(rows) - 1;
+        const int pos = __shfl_sync(0xffffffffu, at, from);
+        const float g = __shfl_sync(0xffffffffu, t, from);
+        const u16* e = R.hidden + (long long)(r0 + from) * R.hidden_stride;
+#pragma unroll
+        for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (Cta::row(mi, h) != pos) continue;
+#pragma unroll
+            for (int ni = 0; ni < Cta::kNI; ++ni) {
+              const int d = d0 + Cta::col(ni);
+              if (d >= R.dim) continue;
+              acc[mi][ni][h * 2] += g * to_float<kF16>(e[d]);
+              acc[mi][ni][h * 2 + 1] += g * to_float<kF16>(e[d + 1]);
+            }
+          }
+      }
+    }
+  }
+}
+
 // Whether a target correction lands in vocabulary tile `tile` (some row tile holds a target there
 // and does not visit it). Every thread calls it (it synchronises the block).
 __device__ __forceinline__ bool tile_holds_corrections(const CeBwdParams& p, int tile) {

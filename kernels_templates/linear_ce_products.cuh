@@ -13,9 +13,11 @@
 // bit-identical run to run without atomics. Launch shapes: dhidden / dweight
 // CeProductCtaOf<kSm90Loop>::type's (CeProductCta, or the warp-specialised CeProductWsCta where
 // the module asks for the Hopper loop, ce_wgmma.cuh, with kSm90Loop and is compiled for sm_90a:
-// 384 threads, 192 KiB). dE is fp32; dC fp32 or E's 16-bit type (CeSegment::d_weight_16, each
-// entry rounded once); dE rows of ignored rows are zeroed by linear_ce_row_grad, every dC row and
-// dbias entry is written by this pass.
+// 384 threads, 192 KiB). On the Hopper loop both are persistent (linear_ce_dhidden_items,
+// linear_ce_dweight_items over ce_wgmma.cuh's gemm_loop_sm90_ws_items: any grid, one CTA per SM
+// from the runtime); on the portable one a CTA per output tile. dE is fp32; dC fp32 or E's
+// 16-bit type (CeSegment::d_weight_16, each entry rounded once); dE rows of ignored rows are
+// zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this pass.
 #pragma once
 
 #include "linear_ce_corrections.cuh"
@@ -92,122 +94,41 @@ struct ProductTile {
   int tile, dim_tile;
 };
 constexpr int kDhiddenDimGroup = 4;
-__device__ __forceinline__ ProductTile dhidden_tile() {
-  const int dim_tiles = gridDim.x, tiles = gridDim.y;
-  const int id = blockIdx.y * dim_tiles + blockIdx.x;
+__device__ __forceinline__ ProductTile dhidden_item(int id, int dim_tiles, int tiles) {
   const int first = id / (kDhiddenDimGroup * tiles) * kDhiddenDimGroup;
   const int width = min(kDhiddenDimGroup, dim_tiles - first);
   const int within = id - first * tiles;
   return {within / width, first + within % width};
 }
+__device__ __forceinline__ ProductTile dhidden_tile() {
+  return dhidden_item(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y);
+}
 
-// Grid (ceil(dim / 256), row tiles): dE for the chunk's visited tiles of this row tile, the
-// CTAs in dhidden_tile's order. CeProductCtaOf<kSm90Loop>::type's threads (launch bounds: one
-// CTA per SM), as for dweight.
-template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
-  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
-  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
-  __shared__ int tiles[1024];             // the chunk's visited tiles of this row tile, in order
-  __shared__ int blocks[1024];            // ... their blocks of G
-  __shared__ unsigned char halves[1024];  // ... and their computed halves (linear_ce_tiles.cuh)
-  // On the Hopper loop, each visited tile's box of weights: its tensor map (the segment's, or
-  // kMaxSegments for the staged rows) and first row there, looked up once rather than by the
-  // loading thread before every step (two dependent global loads in its path to the copies)
-  __shared__ unsigned char b_maps[1024];
-  __shared__ int b_rows[1024];
-  __shared__ int range[2];
+// The first index of ascending list[0, n) holding `value` or more, found by a warp (every lane
+// gets it): each round reads 32 evenly spread entries and keeps the span between the last below
+// `value` and the first not below, so a list of 1,024 takes two rounds (two load latencies).
+__device__ __forceinline__ int warp_lower_bound(const int* list, int n, int value) {
+  const int lane = threadIdx.x & 31;
+  int lo = 0, hi = n;  // the answer lies in [lo, hi]
+  while (lo < hi) {
+    const int step = (hi - lo + 31) / 32, at = lo + lane * step;
+    const bool below = at < hi && list[at] < value;
+    const int c = __popc(__ballot_sync(0xffffffffu, below));  // sorted: a prefix of the lanes
+    const int next_hi = min(hi, lo + c * step);
+    lo = c > 0 ? lo + (c - 1) * step + 1 : lo;
+    hi = next_hi;
+  }
+  return lo;
+}
+
+// dE's epilogue for the output tile (row tile rt, columns d0..) of a CTA type Cta: the chunk's
+// products in acc, plus on the first chunk the smoothing term and the rows' target corrections
+// (written), or added to what earlier chunks wrote.
+template <class Cta, bool kF16>
+__device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt, int d0,
+                                                   const typename Cta::Acc& acc) {
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const ProductTile place = dhidden_tile();
-  const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
-  const int* list = p.row_list + (long long)rt * L.num_tiles;
-  if (threadIdx.x == 0) {  // the chunk's part of the ascending list
-    int n = p.row_count[rt], lo = 0, hi = n;
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (list[mid] < p.chunk_first)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    int a = lo;
-    hi = n;
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (list[mid] < p.chunk_first + p.chunk_tiles)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    range[0] = a;
-    range[1] = lo;
-  }
-  __syncthreads();
-  const int a = range[0], count = range[1] - range[0];
-  if (count == 0 && !p.first_chunk) return;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) {
-    const int tile = list[a + i];
-    tiles[i] = tile;
-    blocks[i] = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
-    halves[i] = pair_halves(p.pair_list[p.pair_first[p.chunk_first] + blocks[i]].y);
-    if constexpr (Cta::kWarpSpecialized) {
-      const int si = tile_segment(L, tile);
-      const CeSegment& S = L.seg[si];
-      const bool staged = staged_weights(S);
-      b_maps[i] = staged ? kMaxSegments : si;
-      b_rows[i] = (staged ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds;
-    }
-  }
-  __syncthreads();
-
-  auto load = [&](u16* a_tile, u16* b_tile, int step) {
-    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
-    int tile = tiles[step >> 1], half = step & 1;
-    const CeSegment& S = L.seg[tile_segment(L, tile)];
-    int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
-    load_kmajor<kTileRows, Cta::kLoadThreads>(
-        a_tile,
-        CeOperand{p.grad + grad_block_row(blocks[step >> 1], 0) + half * 64, kTileIds, kTileRows,
-                  64},
-        Cta::load_thread());
-    load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
-                                             Cta::load_thread());
-  };
-  // The Hopper loop's TMA boxes of a step: G's 128 x 64 tile (two boxes) and the weights'
-  // 64 x 256 tile (four panels), from the segment's rows or, with an order, from the staged rows
-  // (the chunk's staged tiles in visiting order).
-  auto load_boxes = [&](u32 a_tile, u32 full, int step) {
-    const int i = step >> 1, half = step & 1;
-    tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
-#pragma unroll
-    for (int j = 0; j < kTileRows / 64; ++j)
-      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, half * 64, blocks[i] * kTileRows + 64 * j,
-                       full);
-    const u32 b_tile = a_tile + Cta::kAElems * 2;
-    const int si = b_maps[i];
-    const tjk::TmaDescriptor* b_map = si == kMaxSegments ? &maps.staged : &maps.weight[si];
-    const int b_row = b_rows[i] + half * 64;
-#pragma unroll
-    for (int j = 0; j < Cta::kN / 64; ++j)
-      tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_row, full);
-  };
-  typename Cta::Acc acc;
-  // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
-  // On the warp-specialised loop warpgroup g (rows [64 g, 64 g + 64): half g) skips the tiles
-  // whose half g is zero in G.
-  if constexpr (Cta::kWarpSpecialized)
-    static_assert(Cta::kWgRows == 64, "a computing warpgroup per half");
-  const auto skip =
-      skip_when([&](int step) { return !(halves[step >> 1] >> (threadIdx.x >> 7) & 1); });
-  if (!ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc,
-                                            load_boxes, /*tma_only=*/true, skip))
-    return;  // a loading warpgroup: done
-  // The (unspecialised) Hopper loop's products stay asynchronous only if the epilogue starts a
-  // new region (see linear_ce_grad).
-  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)
-    if (!__syncthreads_or(1)) return;
-
   const float smooth = p.uniform;
 #pragma unroll
   for (int mi = 0; mi < Cta::kMI; ++mi)
@@ -245,13 +166,245 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
     }
 }
 
-// Grid (ceil(dim / 256), chunk tiles): dC for one vocabulary tile that some row tile visits,
-// written once (plus its target corrections; linear_ce_dweight_cold writes the others); a tile's
-// dim tiles neighbours in the launch order, so they share its blocks of G.
+// dE on the Hopper loop, persistent: the items are the (row tile, dim tile) pairs in
+// dhidden_tile's order, CTA c taking items c, c + CTAs, ...; an item's K steps and operands are
+// linear_ce_dhidden's (the chunk's visited tiles of the row tile, a warpgroup skipping the tiles
+// whose half of G it holds is zero: the steps' tags say so). The loading warp finds the item's
+// part of the row tile's list and its tiles' blocks, halves and weight boxes together (one lane
+// per tile) while the computing warpgroups finish the item before. On the first chunk an item
+// without a step still writes its rows (one stage that both warpgroups skip: zero products).
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dhidden_items(const CeBwdParams& p,
+                                                        const CeBwdMaps& maps) {
+  typedef CeProductWsCta Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the swizzle patterns
+  // The loading warp's view of its item's visited tiles: their blocks of G, computed halves and
+  // weight boxes (the segment's map, or kMaxSegments for the staged rows, and the first row)
+  __shared__ int blocks[1024];
+  __shared__ unsigned char halves[1024];
+  __shared__ unsigned char b_maps[1024];
+  __shared__ int b_rows[1024];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int dim_tiles = (R.dim + Cta::kN - 1) / Cta::kN, row_tiles = p.num_row_tiles;
+  const int items = dim_tiles * row_tiles;
+  const int ctas = gridDim.x * gridDim.y, first = blockIdx.y * gridDim.x + blockIdx.x;
+  constexpr int kBothSkip = kTagSkipGroup | kTagSkipGroup << 1;
+
+  auto load_items = [&](ItemRingLoader<Cta>& ring) {
+    const int lane = threadIdx.x & 31;
+    for (int item = first; item < items; item += ctas) {
+      const ProductTile place = dhidden_item(item, dim_tiles, row_tiles);
+      const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
+      const int* list = p.row_list + (long long)rt * L.num_tiles;
+      const int n = p.row_count[rt];
+      const int a = warp_lower_bound(list, n, p.chunk_first);
+      const int count = warp_lower_bound(list, n, p.chunk_first + p.chunk_tiles) - a;
+      if (count == 0) {
+        if (p.first_chunk)  // no products, but the rows are written
+          ring.push(item | kBothSkip | kTagLast, [](u32, u32 full) { tjk::mbar_arrive(full); });
+        continue;
+      }
+      __syncwarp();  // lane 0 is done with the last item's entries
+      for (int i = lane; i < count; i += 32) {
+        const int tile = list[a + i];
+        const int block = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
+        blocks[i] = block;
+        halves[i] = pair_halves(p.pair_list[p.pair_first[p.chunk_first] + block].y);
+        const int si = tile_segment(L, tile);
+        const CeSegment& S = L.seg[si];
+        const bool staged = staged_weights(S);
+        b_maps[i] = staged ? kMaxSegments : si;
+        b_rows[i] = (staged ? chunk_staged_tile(p, tile) : tile - S.first_tile) * kTileIds;
+      }
+      __syncwarp();
+      for (int step = 0; step < 2 * count; ++step) {
+        const int i = step >> 1, half = step & 1;
+        const int skip =
+            (halves[i] & 1 ? 0 : kTagSkipGroup) | (halves[i] & 2 ? 0 : kTagSkipGroup << 1);
+        ring.push(item | skip | (step + 1 == 2 * count ? kTagLast : 0), [&](u32 a_tile, u32 full) {
+          // G's 128 x 64 tile (two boxes) and the weights' 64 x 256 tile (four panels), as
+          // linear_ce_dhidden's boxes
+          tjk::mbar_arrive_expect_tx(full, (kTileRows + Cta::kN) * 128);
+#pragma unroll
+          for (int j = 0; j < kTileRows / 64; ++j)
+            tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, half * 64,
+                             blocks[i] * kTileRows + 64 * j, full);
+          const u32 b_tile = a_tile + Cta::kAElems * 2;
+          const int si = b_maps[i];
+          const tjk::TmaDescriptor* b_map = si == kMaxSegments ? &maps.staged : &maps.weight[si];
+#pragma unroll
+          for (int j = 0; j < Cta::kN / 64; ++j)
+            tjk::tma_load_2d(b_tile + j * 64 * 128, b_map, d0 + 64 * j, b_rows[i] + half * 64,
+                             full);
+        });
+      }
+    }
+  };
+  auto item_done = [&](int item, typename Cta::Acc& acc) {
+    const ProductTile place = dhidden_item(item, dim_tiles, row_tiles);
+    write_dhidden_tile<Cta, kF16>(p, place.tile, place.dim_tile * Cta::kN, acc);
+  };
+  typename Cta::Acc acc;
+  gemm_loop_sm90_ws_items<Cta, kF16, true, false>(
+      smem, load_items, [](int) {}, item_done, acc);
+}
+
+// Grid (ceil(dim / 256), row tiles), the portable loop (CeProductCta): dE for the chunk's visited
+// tiles of this row tile, the CTAs in dhidden_tile's order.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dhidden_tile(const CeBwdParams& p) {
+  typedef CeProductCta Cta;
+  extern __shared__ __align__(1024) u16 smem[];
+  __shared__ int tiles[1024];   // the chunk's visited tiles of this row tile, in order
+  __shared__ int blocks[1024];  // ... their blocks of G
+  __shared__ int range[2];
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const ProductTile place = dhidden_tile();
+  const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
+  const int* list = p.row_list + (long long)rt * L.num_tiles;
+  if (threadIdx.x < 32) {  // the chunk's part of the ascending list
+    const int n = p.row_count[rt];
+    const int a = warp_lower_bound(list, n, p.chunk_first);
+    const int b = warp_lower_bound(list, n, p.chunk_first + p.chunk_tiles);
+    if (threadIdx.x == 0) range[0] = a, range[1] = b;
+  }
+  __syncthreads();
+  const int a = range[0], count = range[1] - range[0];
+  if (count == 0 && !p.first_chunk) return;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    const int tile = list[a + i];
+    tiles[i] = tile;
+    blocks[i] = chunk_block(p, tile, p.pair_rank[(long long)rt * L.num_tiles + tile]);
+  }
+  __syncthreads();
+
+  auto load = [&](u16* a_tile, u16* b_tile, int step) {
+    int tile = tiles[step >> 1], half = step & 1;
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    int pos0 = (tile - S.first_tile) * kTileIds + half * 64;
+    load_kmajor<kTileRows, Cta::kLoadThreads>(
+        a_tile,
+        CeOperand{p.grad + grad_block_row(blocks[step >> 1], 0) + half * 64, kTileIds, kTileRows,
+                  64},
+        Cta::load_thread());
+    load_mnmajor<Cta::kN, Cta::kLoadThreads>(b_tile, weight_rows(S, pos0, d0, R.dim - d0),
+                                             Cta::load_thread());
+  };
+  typename Cta::Acc acc;
+  ce_gemm_loop<Cta, kF16, true, false>(smem, 2 * count, 1 << 30, load, KeepAccumulators(), acc);
+  write_dhidden_tile<Cta, kF16>(p, rt, d0, acc);
+}
+
+// dE: linear_ce_dhidden_items on the Hopper loop (any grid; the runtime launches one CTA per SM),
+// linear_ce_dhidden_tile on the portable one.
 template <bool kF16, bool kSm90Loop = false>
-__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
-  typedef typename CeProductCtaOf<kSm90Loop>::type Cta;
-  extern __shared__ __align__(1024) u16 smem[];  // 1024: the Hopper loop's swizzle patterns
+__device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const CeBwdMaps& maps) {
+  if constexpr (CeProductCtaOf<kSm90Loop>::type::kWarpSpecialized)
+    linear_ce_dhidden_items<kF16>(p, maps);
+  else
+    linear_ce_dhidden_tile<kF16>(p);
+}
+
+// dC on the Hopper loop, persistent: the items are the chunk's (vocabulary tile, dim tile) pairs,
+// the dim tiles of a tile side by side (its CTAs share its blocks of G in L2, as the grid's
+// order did), CTA c taking items c, c + CTAs, ... (the chunk's tiles come hottest first in an
+// order, so longer items tend to go first); tiles no row tile visits have none
+// (linear_ce_dweight_cold). An item's K steps and operands are linear_ce_dweight's; its epilogue
+// adds the smoothing term and the target corrections in registers (add_target_rows_to_acc: the
+// ring, where the one-tile kernel stages its tile, holds the next item's steps by then) and
+// writes each entry once, rounded once. A chunk's dC went from a CTA per item, each filling its
+// ring, running a short K loop (a few of the tile's visited halves) and its epilogue alone on
+// its SM, to one CTA per SM whose loader runs ahead into the next item.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dweight_items(const CeBwdParams& p,
+                                                        const CeBwdMaps& maps) {
+  typedef CeProductWsCta Cta;
+  extern __shared__ __align__(1024) u16 smem[];  // 1024: the swizzle patterns
+  const CeLayout& L = p.layout;
+  const CeRows& R = p.rows;
+  const int dim_tiles = (R.dim + Cta::kN - 1) / Cta::kN, items = p.chunk_tiles * dim_tiles;
+  const int ctas = gridDim.x * gridDim.y, first = blockIdx.y * gridDim.x + blockIdx.x;
+  auto tile_of = [&](int item) { return p.chunk_first + item / dim_tiles; };
+  auto d0_of = [&](int item) { return item % dim_tiles * Cta::kN; };
+
+  auto load_items = [&](ItemRingLoader<Cta>& ring) {
+    for (int item = first; item < items; item += ctas) {
+      const int tile = tile_of(item), d0 = d0_of(item);
+      const int count = p.col_count[tile];
+      if (count == 0) continue;
+      const int steps = p.col_steps[tile], block0 = chunk_block(p, tile, 0);
+      HalfSteps at(p.col_list + (long long)tile * p.num_row_tiles, count);
+      for (int k = 0; k < steps; ++k) {
+        at.advance();
+        const int a_row = (block0 + at.j) * kTileRows + at.half * 64, k0 = at.row();
+        ring.push(item | (k + 1 == steps ? kTagLast : 0), [&](u32 a_tile, u32 full) {
+          // G^T's two 64-column panels and E's four, as linear_ce_dweight's boxes
+          tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
+#pragma unroll
+          for (int j = 0; j < kTileIds / 64; ++j)
+            tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, 64 * j, a_row, full);
+          const u32 b_tile = a_tile + Cta::kAElems * 2;
+#pragma unroll
+          for (int j = 0; j < Cta::kN / 64; ++j)
+            tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.hidden, d0 + 64 * j, k0, full);
+        });
+      }
+    }
+  };
+  int held = 0;  // the item's row tiles holding a target correction (read while it multiplies)
+  auto item_begin = [&](int item) { held = p.target_grad ? p.col_corrections[tile_of(item)] : 0; };
+  const float smooth = p.weight_colsum ? -p.uniform : 0.f;
+  auto item_done = [&](int item, typename Cta::Acc& acc) {
+    const int tile = tile_of(item), d0 = d0_of(item);
+    const CeSegment& S = L.seg[tile_segment(L, tile)];
+    const int lbase = (tile - S.first_tile) * kTileIds;
+    if (smooth != 0.f)
+#pragma unroll
+      for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int ni = 0; ni < Cta::kNI; ++ni) {
+            const int d = d0 + Cta::col(ni);
+            if (d >= R.dim) continue;
+            acc[mi][ni][h * 2] += smooth * p.hidden_wsum[d];
+            acc[mi][ni][h * 2 + 1] += smooth * p.hidden_wsum[d + 1];
+          }
+    if (held > 0) add_target_rows_to_acc<Cta, kF16>(p, tile, d0, held, acc);
+#pragma unroll
+    for (int mi = 0; mi < Cta::kMI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int pos = lbase + Cta::row(mi, h);
+        if (pos >= S.size) continue;
+        const long long row = (long long)d_weight_row(S, pos) * S.d_weight_stride;
+#pragma unroll
+        for (int ni = 0; ni < Cta::kNI; ++ni) {
+          const int d = d0 + Cta::col(ni);
+          if (d >= R.dim) continue;
+          const float x = acc[mi][ni][h * 2], y = acc[mi][ni][h * 2 + 1];
+          if (S.d_weight_16)
+            *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) + row + d) = pack2<kF16>(x, y);
+          else
+            *reinterpret_cast<float2*>(static_cast<float*>(S.d_weight) + row + d) =
+                make_float2(x, y);
+        }
+      }
+  };
+  typename Cta::Acc acc;
+  gemm_loop_sm90_ws_items<Cta, kF16, false, false>(smem, load_items, item_begin, item_done, acc);
+}
+
+// Grid (ceil(dim / 256), chunk tiles), the portable loop (CeProductCta): dC for one vocabulary
+// tile that some row tile visits, written once (plus its target corrections;
+// linear_ce_dweight_cold writes the others); a tile's dim tiles neighbours in the launch order,
+// so they share its blocks of G.
+template <bool kF16>
+__device__ __forceinline__ void linear_ce_dweight_tile(const CeBwdParams& p) {
+  typedef CeProductCta Cta;
+  extern __shared__ __align__(1024) u16 smem[];
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int ct = blockIdx.y, tile = p.chunk_first + ct, d0 = blockIdx.x * Cta::kN;
@@ -266,7 +419,6 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
   const int steps = p.col_steps[tile];
   HalfSteps at(list, count);
   auto load = [&](u16* a_tile, u16* b_tile, int) {
-    if (Cta::kWarpSpecialized) return;  // both tiles come by TMA (load_boxes)
     at.advance();
     const int k0 = at.row();
     load_mnmajor<kTileIds, Cta::kLoadThreads>(
@@ -278,28 +430,8 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
         CeOperand{R.hidden + k0 * R.hidden_stride + d0, R.hidden_stride, R.n_kept - k0, R.dim - d0},
         Cta::load_thread());
   };
-  // The Hopper loop's TMA boxes of a step: G^T's two 64-column panels and E's four.
-  auto load_boxes = [&](u32 a_tile, u32 full, int) {
-    at.advance();
-    const int k0 = at.row();
-    tjk::mbar_arrive_expect_tx(full, (kTileIds + Cta::kN) * 128);
-#pragma unroll
-    for (int j = 0; j < kTileIds / 64; ++j)
-      tjk::tma_load_2d(a_tile + j * 64 * 128, &maps.grad, 64 * j,
-                       (block0 + at.j) * kTileRows + at.half * 64, full);
-    const u32 b_tile = a_tile + Cta::kAElems * 2;
-#pragma unroll
-    for (int j = 0; j < Cta::kN / 64; ++j)
-      tjk::tma_load_2d(b_tile + j * 64 * 128, &maps.hidden, d0 + 64 * j, k0, full);
-  };
   typename Cta::Acc acc;
-  // tma_only: on the warp-specialised CTA `load` returns at once (both tiles come by TMA)
-  // A loading warpgroup is done when the loop returns false.
-  if (!ce_gemm_loop<Cta, kF16, false, false>(smem, steps, 1 << 30, load, KeepAccumulators(), acc,
-                                             load_boxes, /*tma_only=*/true))
-    return;
-  if constexpr (Cta::kWgmma && !Cta::kWarpSpecialized)  // a new region: as in linear_ce_dhidden
-    if (!__syncthreads_or(1)) return;
+  ce_gemm_loop<Cta, kF16, false, false>(smem, steps, 1 << 30, load, KeepAccumulators(), acc);
 
   // 16-bit dC with target corrections: the tile goes through shared memory in f32 (the ring has
   // drained), its corrections are added there, and each entry is rounded once on the way out.
@@ -347,6 +479,16 @@ __device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const Ce
       p, tile, d0, [&](int at, int d, float v) { staged_tile[at * kStagedStride + d - d0] += v; });
   compute_threads_sync<Cta>();
   write_staged_dweight_tile<Cta, kF16>(p, S, lbase, d0, staged_tile, kStagedStride);
+}
+
+// dC of the chunk's visited tiles: linear_ce_dweight_items on the Hopper loop (any grid; the
+// runtime launches one CTA per SM), linear_ce_dweight_tile on the portable one.
+template <bool kF16, bool kSm90Loop = false>
+__device__ __forceinline__ void linear_ce_dweight(const CeBwdParams& p, const CeBwdMaps& maps) {
+  if constexpr (CeProductCtaOf<kSm90Loop>::type::kWarpSpecialized)
+    linear_ce_dweight_items<kF16>(p, maps);
+  else
+    linear_ce_dweight_tile<kF16>(p);
 }
 
 // One thread per position of the chunk: dbias = column sum of G over visited row tiles (in

@@ -129,23 +129,31 @@ __device__ __forceinline__ void linear_ce_row_lists(const unsigned char* tile_cl
 
 // One thread per vocabulary tile: its visited row tiles, ascending (packed with their computed
 // halves: pair_row_tile, pair_halves), their number of computed halves, and each one's rank there
-// (pair_rank[rt, tile]: the pair's place among the tile's, read only for visited pairs).
+// (pair_rank[rt, tile]: the pair's place among the tile's, read only for visited pairs); then the
+// row tiles that only hold a target there (its corrections), ascending from the list's last entry
+// backwards (the two sets are disjoint: they share the tile's num_row_tiles entries), and their
+// number.
 __device__ __forceinline__ void linear_ce_col_lists(const unsigned char* tile_class, int num_tiles,
                                                     int num_row_tiles, int* col_list,
                                                     int* col_count, int* col_steps,
-                                                    int* pair_rank) {
+                                                    int* col_corrections, int* pair_rank) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= num_tiles) return;
-  int n = 0, halves = 0;
-  for (int rt = 0; rt < num_row_tiles; ++rt)
-    if (const unsigned char c = tile_class[(long long)rt * num_tiles + t]; c & kTileHot) {
+  int* list = col_list + (long long)t * num_row_tiles;
+  int n = 0, halves = 0, held = 0;
+  for (int rt = 0; rt < num_row_tiles; ++rt) {
+    const unsigned char c = tile_class[(long long)rt * num_tiles + t];
+    if (c & kTileHot) {
       pair_rank[(long long)rt * num_tiles + t] = n;
-      col_list[(long long)t * num_row_tiles + n++] = rt | (c >> kHalfShift & kAllHalves)
-                                                              << kPairHalvesShift;
+      list[n++] = rt | (c >> kHalfShift & kAllHalves) << kPairHalvesShift;
       halves += __popc(c >> kHalfShift & kAllHalves);
+    } else if (c == kTileHoldsTarget) {
+      list[num_row_tiles - 1 - held++] = rt;
     }
+  }
   col_count[t] = n;
   col_steps[t] = halves;
+  col_corrections[t] = held;
 }
 
 // The visited pairs, numbered tile by tile (linear_ce_bwd.cuh "G"). One block of 1024 threads:
@@ -264,9 +272,9 @@ __global__ void __launch_bounds__(256)
 }
 __global__ void linear_ce_col_lists_kernel(const unsigned char* tile_class, int num_tiles,
                                            int num_row_tiles, int* col_list, int* col_count,
-                                           int* col_steps, int* pair_rank) {
+                                           int* col_steps, int* col_corrections, int* pair_rank) {
   linear_ce_col_lists(tile_class, num_tiles, num_row_tiles, col_list, col_count, col_steps,
-                      pair_rank);
+                      col_corrections, pair_rank);
 }
 __global__ void __launch_bounds__(1024)
     linear_ce_pair_offsets_kernel(const __grid_constant__ CeLayout L, const int* col_count,

@@ -145,6 +145,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
   p.col_count = static_cast<int32_t*>(bwd(ws.col_count));
   p.col_steps = static_cast<int32_t*>(bwd(ws.col_steps));
+  p.col_corrections = static_cast<int32_t*>(bwd(ws.col_corrections));
   p.pair_rank = static_cast<int32_t*>(bwd(ws.pair_rank));
   p.pair_first = static_cast<int32_t*>(bwd(ws.pair_first));
   p.staged_first = static_cast<int32_t*>(bwd(ws.staged_first));
@@ -188,7 +189,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
         {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
     run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
         stream, p.tile_class, num_tiles, row_tiles, p.col_list, p.col_count, p.col_steps,
-        p.pair_rank);
+        p.col_corrections, p.pair_rank);
     run(K.function(LossModule::Rows, "linear_ce_pair_offsets"), {1}, {1024}, 0, stream, visit,
         p.col_count, int32_t{sm90_products}, p.pair_first, p.staged_first);
     run(K.function(LossModule::Rows, "linear_ce_pair_list"), {blocks(num_tiles, 128)}, {128}, 0,
@@ -396,11 +397,22 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       launch(grad, {sm90_grad ? std::min(pairs, num_sms) : pairs},
              {static_cast<unsigned>(grad_threads)}, grad_smem, stream, grad_params);
     }
-    // dE: the first chunk writes every kept row (its corrections too), later ones add theirs.
+    // dE: the first chunk writes every kept row (its corrections too), later ones add theirs; on
+    // the Hopper products one persistent CTA per SM over the (row tile, dim tile) items
+    // (linear_ce_dhidden_items), else a CTA per item.
+    const unsigned dhidden_items = dtiles * static_cast<unsigned>(row_tiles);
     if (ch.pairs > 0 || p.first_chunk)
-      run(dhidden, {dtiles, static_cast<unsigned>(row_tiles)}, threads, product_smem, stream, p,
-          maps);
-    if (ch.visited_tiles > 0) run(dweight, {dtiles, chunk}, threads, product_smem, stream, p, maps);
+      run(dhidden,
+          sm90_products ? Dim3{std::min(num_sms, dhidden_items), 1, 1}
+                        : Dim3{dtiles, static_cast<unsigned>(row_tiles), 1},
+          threads, product_smem, stream, p, maps);
+    // dC of the visited tiles: on the Hopper products one persistent CTA per SM over the chunk's
+    // (tile, dim tile) items (linear_ce_dweight_items), else a CTA per item
+    if (ch.visited_tiles > 0)
+      run(dweight,
+          sm90_products ? Dim3{std::min(num_sms, dtiles * chunk), 1, 1}
+                        : Dim3{dtiles, chunk, 1},
+          threads, product_smem, stream, p, maps);
     if (ch.visited_tiles < ch.tiles)  // the tiles no row tile visits
       run(dweight_cold, {blocks(dim, 128), chunk}, {unsigned(kCeColdThreads)}, cold_smem, stream,
           p);

@@ -108,8 +108,8 @@ struct CeBwdParams {
   int32_t* target_slot = nullptr;
   const unsigned char* tile_class = nullptr;
   const int32_t *row_list = nullptr, *row_count = nullptr, *col_list = nullptr,
-                *col_count = nullptr, *col_steps = nullptr, *pair_rank = nullptr,
-                *pair_first = nullptr, *staged_first = nullptr,
+                *col_count = nullptr, *col_steps = nullptr, *col_corrections = nullptr,
+                *pair_rank = nullptr, *pair_first = nullptr, *staged_first = nullptr,
                 *pair_list = nullptr,  // pair_list: int2 pairs
                 *pair_visit = nullptr;
   void* grad = nullptr;

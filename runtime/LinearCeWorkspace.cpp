@@ -98,6 +98,7 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     take(ws.col_list, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
     take(ws.col_count, 4 * int64_t(ws.num_tiles));
     take(ws.col_steps, 4 * int64_t(ws.num_tiles));
+    take(ws.col_corrections, 4 * int64_t(ws.num_tiles));
     take(ws.pair_rank, 4 * int64_t(ws.row_tiles) * ws.num_tiles);
     take(ws.pair_first, 4 * (int64_t(ws.num_tiles) + 1));
     take(ws.staged_first, 4 * (int64_t(ws.num_tiles) + 1));

@@ -49,7 +49,7 @@ struct LinearCeWorkspace {
       teacher_tile_max;
   // backward (its G blocks and staged weight rows are a buffer of their own: CeBackwardPlan)
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, col_steps,
-      pair_rank, pair_first, staged_first, pair_list, pair_visit, colsum_partial, weight_colsum,
+      col_corrections, pair_rank, pair_first, staged_first, pair_list, pair_visit, colsum_partial, weight_colsum,
       hidden_wsum, grad_sum, target_grad, target_slot;
   int64_t total_bytes = 0;
 };

@@ -99,7 +99,7 @@ const std::vector<CeEntry>& entries() {
        "const unsigned char* tile_class, int num_tiles, int* row_list, int* row_count"},
       {M::Rows, "linear_ce_col_lists", "", "",
        "const unsigned char* tile_class, int num_tiles, int num_row_tiles, int* col_list, "
-       "int* col_count, int* col_steps, int* pair_rank"},
+       "int* col_count, int* col_steps, int* col_corrections, int* pair_rank"},
       {M::Rows, "linear_ce_pair_offsets", "", "1024",
        "const __grid_constant__ tilejit_ce::CeLayout layout, const int* col_count, int stage, "
        "int* pair_first, int* staged_first"},

@@ -34,7 +34,7 @@ void expect_disjoint(const LinearCeWorkspace& ws) {
        {&ws.kept,          &ws.slot,        &ws.count,        &ws.hidden_kept, &ws.part_max,
         &ws.part_sum,      &ws.part_zsum,   &ws.target_logit, &ws.target_raw,  &ws.lse,
         &ws.row_loss,      &ws.tile_max,    &ws.loss,         &ws.row_grad,    &ws.tile_class,
-        &ws.row_list,      &ws.row_count,   &ws.col_list,     &ws.col_count,   &ws.col_steps,
+        &ws.row_list,      &ws.row_count,   &ws.col_list,     &ws.col_count,   &ws.col_steps,  &ws.col_corrections,
         &ws.pair_rank,     &ws.pair_first,  &ws.staged_first, &ws.pair_list,   &ws.colsum_partial,
         &ws.weight_colsum, &ws.hidden_wsum, &ws.grad_sum,     &ws.target_grad, &ws.target_slot})
     if (s->bytes > 0) spans.emplace_back(s->offset, s->offset + s->bytes);

@@ -320,6 +320,7 @@ struct Runner {
     p.col_list = slice<int>(base, ws.col_list);
     p.col_count = slice<int>(base, ws.col_count);
     p.col_steps = slice<int>(base, ws.col_steps);
+    p.col_corrections = slice<int>(base, ws.col_corrections);
     linear_ce_row_lists_kernel<<<ws.row_tiles, 256>>>(c.tile_class, layout.num_tiles,
                                                       slice<int>(base, ws.row_list),
                                                       slice<int>(base, ws.row_count));
@@ -330,7 +331,7 @@ struct Runner {
     linear_ce_col_lists_kernel<<<(layout.num_tiles + 127) / 128, 128>>>(
         c.tile_class, layout.num_tiles, ws.row_tiles, slice<int>(base, ws.col_list),
         slice<int>(base, ws.col_count), slice<int>(base, ws.col_steps),
-        slice<int>(base, ws.pair_rank));
+        slice<int>(base, ws.col_corrections), slice<int>(base, ws.pair_rank));
     linear_ce_pair_offsets_kernel<<<1, 1024>>>(visit, p.col_count, int(g_sm90_loop),
                                                slice<int>(base, ws.pair_first),
                                                slice<int>(base, ws.staged_first));
@@ -440,9 +441,12 @@ struct Runner {
           linear_ce_grad_kernel<Prog, Args, false, true>
               <<<unsigned(std::min<int64_t>(ch.pairs, num_sms)), CeGradPingpongCta::kThreads,
                  CeGradPingpongCta::kSmemBytes>>>(args, p, maps);
+        // persistent: a few CTAs, so that each takes many items and its ring wraps across them
         if (dhidden)
-          linear_ce_dhidden_kernel<false, true><<<dhidden_grid, ws_threads, ws_bytes>>>(p, maps);
-        linear_ce_dweight_kernel<false, true><<<dweight_grid, ws_threads, ws_bytes>>>(p, maps);
+          linear_ce_dhidden_kernel<false, true>
+              <<<unsigned(std::min(dtiles * ws.row_tiles, 7)), ws_threads, ws_bytes>>>(p, maps);
+        const unsigned dweight_ctas = unsigned(std::min(dtiles * p.chunk_tiles, 5));
+        linear_ce_dweight_kernel<false, true><<<dweight_ctas, ws_threads, ws_bytes>>>(p, maps);
       } else {
         if (grad)
           linear_ce_grad_kernel<Prog, Args, false, false>
