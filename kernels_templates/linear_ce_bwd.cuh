@@ -80,7 +80,9 @@ struct CeBwdParams {
   const int2* pair_list = nullptr;    // [pairs]: (tile, row tile and halves: pair_row_tile ...)
   const int* pair_visit = nullptr;    // [pairs]: the order a chunk's pairs are computed in
                                       // (linear_ce_pair_visit), or nullptr: pair_list's
-  u16* grad = nullptr;                // G: the chunk's pairs' 128 x 128 blocks
+  int* item_counter = nullptr;  // a persistent product launch's items handed out in order (zero
+                                // at its start), or nullptr: CTA c takes c, c + CTAs, ...
+  u16* grad = nullptr;          // G: the chunk's pairs' 128 x 128 blocks
   float* d_hidden = nullptr;          // [n_rows, dim] fp32 (original rows)
   long long d_hidden_stride = 0;
   const float* weight_colsum = nullptr;  // [dim] sum_v C_v (analytic smoothing) or nullptr

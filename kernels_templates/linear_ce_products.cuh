@@ -121,6 +121,30 @@ __device__ __forceinline__ int warp_lower_bound(const int* list, int n, int valu
   return lo;
 }
 
+// The items of a persistent product CTA, in the order its loading warp takes them (every lane
+// calls next() alike): from CeBwdParams::item_counter, one ticket per call (lane 0's atomic,
+// broadcast), so that CTAs whose items ran short take more and the launch ends together, as a CTA
+// per item did; without a counter CTA c takes c, c + CTAs, ... Which CTA computes an item never
+// changes its result.
+struct ProductItems {
+  int* counter;
+  int next_static, ctas;
+  __device__ explicit ProductItems(const CeBwdParams& p)
+      : counter(p.item_counter),
+        next_static(blockIdx.y * gridDim.x + blockIdx.x),
+        ctas(gridDim.x * gridDim.y) {}
+  __device__ __forceinline__ int next() {
+    if (!counter) {
+      const int item = next_static;
+      next_static += ctas;
+      return item;
+    }
+    int item = 0;
+    if ((threadIdx.x & 31) == 0) item = atomicAdd(counter, 1);
+    return __shfl_sync(0xffffffffu, item, 0);
+  }
+};
+
 // dE's epilogue for the output tile (row tile rt, columns d0..) of a CTA type Cta: the chunk's
 // products in acc, plus on the first chunk the smoothing term and the rows' target corrections
 // (written), or added to what earlier chunks wrote.
@@ -167,7 +191,7 @@ __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt,
 }
 
 // dE on the Hopper loop, persistent: the items are the (row tile, dim tile) pairs in
-// dhidden_tile's order, CTA c taking items c, c + CTAs, ...; an item's K steps and operands are
+// dhidden_tile's order, taken in that order (ProductItems); an item's K steps and operands are
 // linear_ce_dhidden's (the chunk's visited tiles of the row tile, a warpgroup skipping the tiles
 // whose half of G it holds is zero: the steps' tags say so). The loading warp finds the item's
 // part of the row tile's list and its tiles' blocks, halves and weight boxes together (one lane
@@ -188,12 +212,12 @@ __device__ __forceinline__ void linear_ce_dhidden_items(const CeBwdParams& p,
   const CeRows& R = p.rows;
   const int dim_tiles = (R.dim + Cta::kN - 1) / Cta::kN, row_tiles = p.num_row_tiles;
   const int items = dim_tiles * row_tiles;
-  const int ctas = gridDim.x * gridDim.y, first = blockIdx.y * gridDim.x + blockIdx.x;
   constexpr int kBothSkip = kTagSkipGroup | kTagSkipGroup << 1;
 
   auto load_items = [&](ItemRingLoader<Cta>& ring) {
     const int lane = threadIdx.x & 31;
-    for (int item = first; item < items; item += ctas) {
+    ProductItems taken(p);
+    for (int item = taken.next(); item < items; item = taken.next()) {
       const ProductTile place = dhidden_item(item, dim_tiles, row_tiles);
       const int rt = place.tile, d0 = place.dim_tile * Cta::kN;
       const int* list = p.row_list + (long long)rt * L.num_tiles;
@@ -309,8 +333,8 @@ __device__ __forceinline__ void linear_ce_dhidden(const CeBwdParams& p, const Ce
 
 // dC on the Hopper loop, persistent: the items are the chunk's (vocabulary tile, dim tile) pairs,
 // the dim tiles of a tile side by side (its CTAs share its blocks of G in L2, as the grid's
-// order did), CTA c taking items c, c + CTAs, ... (the chunk's tiles come hottest first in an
-// order, so longer items tend to go first); tiles no row tile visits have none
+// order did), taken in that order (ProductItems: the chunk's tiles come hottest first in an
+// order, so longer items go first); tiles no row tile visits have none
 // (linear_ce_dweight_cold). An item's K steps and operands are linear_ce_dweight's; its epilogue
 // adds the smoothing term and the target corrections in registers (add_target_rows_to_acc: the
 // ring, where the one-tile kernel stages its tile, holds the next item's steps by then) and
@@ -325,12 +349,12 @@ __device__ __forceinline__ void linear_ce_dweight_items(const CeBwdParams& p,
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
   const int dim_tiles = (R.dim + Cta::kN - 1) / Cta::kN, items = p.chunk_tiles * dim_tiles;
-  const int ctas = gridDim.x * gridDim.y, first = blockIdx.y * gridDim.x + blockIdx.x;
   auto tile_of = [&](int item) { return p.chunk_first + item / dim_tiles; };
   auto d0_of = [&](int item) { return item % dim_tiles * Cta::kN; };
 
   auto load_items = [&](ItemRingLoader<Cta>& ring) {
-    for (int item = first; item < items; item += ctas) {
+    ProductItems taken(p);
+    for (int item = taken.next(); item < items; item = taken.next()) {
       const int tile = tile_of(item), d0 = d0_of(item);
       const int count = p.col_count[tile];
       if (count == 0) continue;

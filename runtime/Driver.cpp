@@ -45,6 +45,7 @@ struct Driver::EntryPoints {
   PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async = nullptr;
   PFN_cuMemcpyDtoHAsync_v3020 memcpy_dtoh_async = nullptr;
   PFN_cuMemsetD8_v3020 memset_d8 = nullptr;
+  PFN_cuMemsetD32Async_v3020 memset_d32_async = nullptr;
   PFN_cuPointerGetAttribute_v4000 pointer_get_attribute = nullptr;
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
   PFN_cuStreamCreate_v2000 stream_create = nullptr;
@@ -174,6 +175,7 @@ Driver* Driver::create(std::string& reason) {
   need(api->memcpy_htod_async, "cuMemcpyHtoDAsync", 3020);
   need(api->memcpy_dtoh_async, "cuMemcpyDtoHAsync", 3020);
   need(api->memset_d8, "cuMemsetD8", 3020);
+  need(api->memset_d32_async, "cuMemsetD32Async", 3020);
   need(api->pointer_get_attribute, "cuPointerGetAttribute", 4000);
   need(api->stream_synchronize, "cuStreamSynchronize", 2000);
   need(api->stream_create, "cuStreamCreate", 2000);
@@ -448,6 +450,10 @@ void Driver::memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstrea
 
 void Driver::memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes) {
   check(api_->memset_d8(dst, value, bytes), "cuMemsetD8");
+}
+
+void Driver::memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
+  check(api_->memset_d32_async(dst, value, count, stream), "cuMemsetD32Async");
 }
 
 bool Driver::is_device_pointer(const void* ptr) {

@@ -102,6 +102,7 @@ class Driver {
   void memcpy_htod_async(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
   void memcpy_dtoh_async(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
   void memset_d8(CUdeviceptr dst, unsigned char value, size_t bytes);
+  void memset_d32_async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream);  // words
   // True when `ptr` is device (or managed) memory known to the driver; false for host memory.
   bool is_device_pointer(const void* ptr);
 

@@ -369,6 +369,16 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
   const unsigned dtiles = blocks(dim, 256);
   const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
+  // The Hopper products' item counters, two per chunk (dE's, dC's), zero before the first
+  DeviceBuffer item_counters;
+  if (sm90_products) {
+    item_counters = DeviceBuffer::on_stream(plan.chunks.size() * 2 * sizeof(int32_t), stream);
+    driver->memset_d32_async(reinterpret_cast<CUdeviceptr>(item_counters.data()), 0,
+                             plan.chunks.size() * 2, stream);
+  }
+  auto counter = [&](size_t i) {
+    return sm90_products ? static_cast<int32_t*>(item_counters.data()) + i : nullptr;
+  };
   for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
     const CeBackwardChunk& ch = plan.chunks[ci];
     p.chunk_first = ch.first_tile;
@@ -401,6 +411,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     // the Hopper products one persistent CTA per SM over the (row tile, dim tile) items
     // (linear_ce_dhidden_items), else a CTA per item.
     const unsigned dhidden_items = dtiles * static_cast<unsigned>(row_tiles);
+    p.item_counter = counter(2 * ci);
     if (ch.pairs > 0 || p.first_chunk)
       run(dhidden,
           sm90_products ? Dim3{std::min(num_sms, dhidden_items), 1, 1}
@@ -408,6 +419,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
           threads, product_smem, stream, p, maps);
     // dC of the visited tiles: on the Hopper products one persistent CTA per SM over the chunk's
     // (tile, dim tile) items (linear_ce_dweight_items), else a CTA per item
+    p.item_counter = counter(2 * ci + 1);
     if (ch.visited_tiles > 0)
       run(dweight,
           sm90_products ? Dim3{std::min(num_sms, dtiles * chunk), 1, 1}

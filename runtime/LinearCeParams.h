@@ -112,6 +112,7 @@ struct CeBwdParams {
                 *pair_rank = nullptr, *pair_first = nullptr, *staged_first = nullptr,
                 *pair_list = nullptr,  // pair_list: int2 pairs
                 *pair_visit = nullptr;
+  int32_t* item_counter = nullptr;
   void* grad = nullptr;
   float* d_hidden = nullptr;
   long long d_hidden_stride = 0;

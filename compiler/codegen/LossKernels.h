@@ -81,7 +81,7 @@ inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 // each, one byte (kCeRadixDigits digits) per pass (asserted likewise)
 inline constexpr int kCeRadixThreads = 256, kCeRadixItems = 2048, kCeRadixDigits = 256;
 inline constexpr size_t kCeClassifyParamsBytes = 456;
-inline constexpr size_t kCeBwdParamsBytes = 1064;
+inline constexpr size_t kCeBwdParamsBytes = 1072;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
 inline constexpr int kCeFwdThreads = 256, kCeFwdSmemBytes = 147456;          // CeFwdCta
 // CeFwdWsCta: the Hopper loop's forward on sm_90a
