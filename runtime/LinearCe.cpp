@@ -141,6 +141,26 @@ int32_t linear_ce::shared_teacher_weights(const CeLayout& layout, const CeTeache
   return bits;
 }
 
+CeClassifyParams linear_ce::classify_params(const LinearCeState& st, const LossProgram& P) {
+  const LinearCeWorkspace& ws = st.ws;
+  CeClassifyParams c;
+  c.layout = st.layout;
+  c.kept = st.kept();
+  c.targets = st.targets32();
+  c.lse = st.fwd<float>(ws.lse);
+  c.n_kept = static_cast<int32_t>(st.n_kept);
+  c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
+  const double alpha = P.kl ? P.kl->alpha : 0.0;
+  c.ce_probs = alpha < 1 || P.z_loss > 0;
+  c.tile_max_parts = P.kl ? 1 : 2;
+  if (P.kl) {
+    c.tempered_lse = st.fwd<float>(ws.tempered_lse);
+    c.teacher_lse = st.fwd<float>(ws.teacher_lse);
+    c.inv_temperature = st.teacher.inv_temperature;
+  }
+  return c;
+}
+
 void check_linear_ce_supported(const LossProgram& prog) {
   TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
                      "program {}: the GPU path supports at most {} vocabulary segments, got {}",
@@ -228,6 +248,32 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 }
 
 // ---- forward -------------------------------------------------------------------------------
+
+// The forward's scratch allocation (LinearCeWorkspace: partials, tile maxima). Where the caller
+// gave the forward a weight's gradient buffer, a backward follows in the same step: the scratch
+// is then made as large as that backward's first pool allocations (its scratch, then its G buffer,
+// at most its budget), so that the pool hands them the memory this forward frees rather than
+// mapping more at the step's peak. (Allocations on one stream reuse what was freed there.)
+static int64_t forward_scratch_bytes(const LinearCeState& st, bool hopper_products) {
+  const LinearCeWorkspace& ws = st.ws;
+  const int64_t own = std::max<int64_t>(ws.forward_end - ws.saved_end, 1);
+  bool given = false, by_position = false, stage_weights = false;
+  for (size_t s = 0; s < st.d_weight_outputs.size(); ++s) {
+    const std::optional<TensorView>& dw = st.d_weight_outputs[s];
+    given |= dw.has_value();
+    const bool here = (st.weights_in_grad_buffer.load() >> s & 1) && dw &&
+                      dw->dtype != DType::F32 && dw->strides[0] == st.dim;
+    by_position |= here;
+    stage_weights |= hopper_products && st.layout.seg[s].order && !here;
+  }
+  if (!given) return own;
+  constexpr int64_t kSlack = int64_t{2} << 20;  // the pool's rounding of each allocation
+  const int64_t all_pairs = int64_t(ws.row_tiles) * ws.num_tiles * CeBackwardPlan::kGradBlockBytes +
+                            (stage_weights ? ws.num_tiles * staged_tile_bytes(st.dim) : 0);
+  const int64_t grad =
+      std::min(grad_buffer_budget(st.grad_buffer_bytes, by_position, stage_weights), all_pairs);
+  return std::max(own, (ws.total_bytes - ws.forward_end) + grad + 2 * kSlack);
+}
 
 LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const TensorView& hidden_in,
                                              const Bindings& bind, const TensorView& targets_in,
@@ -385,7 +431,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     out.state = std::move(st);
     return out;
   }
-  st->forward = DeviceBuffer::on_stream(ws.row_grad.offset, stream);
+  st->forward = DeviceBuffer::on_stream(ws.saved_end, stream);
   const int32_t n_kept = static_cast<int32_t>(st->n_kept);
   void* hidden_kept = st->fwd<void>(ws.hidden_kept);
   run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(n_kept)}, {128},
@@ -405,26 +451,14 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   CeFwdParams p;
   p.layout = st->layout;
   p.rows = {hidden_kept, dim, st->kept(), st->targets32(), n_kept, dim};
-  p.part_max = st->fwd<float>(ws.part_max);
-  p.part_sum = st->fwd<float>(ws.part_sum);
-  p.part_zsum = st->fwd<float>(ws.part_zsum);
   p.target_logit = st->fwd<float>(ws.target_logit);
   p.target_raw = st->fwd<float>(ws.target_raw);
-  p.tile_max = st->fwd<uint16_t>(ws.tile_max);
   p.tiles_per_split = ws.tiles_per_split;
   p.row_group = shared_tiles_group(shape.num_sms);
-  float* kl_parts = st->fwd<float>(ws.kl_parts);
-  const int64_t part = int64_t(ws.splits) * n_kept;
   if (P.kl) {
     p.kl.teacher = st->teacher;
     p.kl.teacher.shared_weights = shared_teacher_weights(p.layout, p.kl.teacher, dim);
-    p.kl.tempered_max = kl_parts;
-    p.kl.tempered_sum = kl_parts + part;
-    p.kl.teacher_max = kl_parts + 2 * part;
-    p.kl.teacher_sum = kl_parts + 3 * part;
-    p.kl.cross = kl_parts + 4 * part;
     p.kl.teacher_target_logit = st->fwd<float>(ws.teacher_target_logit);
-    p.kl.teacher_tile_max = st->fwd<uint16_t>(ws.teacher_tile_max);
   }
   CeFwdMaps maps{};
   CeKlMaps kl_maps{};
@@ -497,6 +531,28 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       p.weights_in_position_order |= 1 << s;
     }
   }
+  // The forward's scratch: the splits' partials and the tile maxima, back to the pool in stream
+  // order when this call returns; only the classes derived from the maxima are kept.
+  const DeviceBuffer scratch_buffer =
+      DeviceBuffer::on_stream(forward_scratch_bytes(*st, sm90_loop), stream);
+  char* scratch = static_cast<char*>(scratch_buffer.data());
+  auto fwd_scratch = [&](const WorkspaceSlice& s) -> void* {
+    return s.bytes ? scratch + (s.offset - ws.saved_end) : nullptr;
+  };
+  p.part_max = static_cast<float*>(fwd_scratch(ws.part_max));
+  p.part_sum = static_cast<float*>(fwd_scratch(ws.part_sum));
+  p.part_zsum = static_cast<float*>(fwd_scratch(ws.part_zsum));
+  p.tile_max = static_cast<uint16_t*>(fwd_scratch(ws.tile_max));
+  if (P.kl) {
+    float* kl_parts = static_cast<float*>(fwd_scratch(ws.kl_parts));
+    const int64_t part = int64_t(ws.splits) * n_kept;
+    p.kl.tempered_max = kl_parts;
+    p.kl.tempered_sum = kl_parts + part;
+    p.kl.teacher_max = kl_parts + 2 * part;
+    p.kl.teacher_sum = kl_parts + 3 * part;
+    p.kl.cross = kl_parts + 4 * part;
+    p.kl.teacher_tile_max = static_cast<uint16_t*>(fwd_scratch(ws.teacher_tile_max));
+  }
   launch(K.function(LossModule::Forward, fwd_kernel, fwd_smem),
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, {1, static_cast<unsigned>(kl_cluster)}, fwd_smem,
@@ -537,6 +593,14 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       static_cast<const int32_t*>(st->slot()), static_cast<const float*>(q.lse), n, lse);
   run(K.function(LossModule::Rows, "linear_ce_reduce"), {1}, {1024}, 0, stream,
       static_cast<const float*>(q.row_loss), n_kept, static_cast<int32_t>(P.reduction), loss);
+  if (ws.saved_tile_class.bytes > 0) {  // the backward's (row tile, vocabulary tile) classes
+    CeClassifyParams c = classify_params(*st, P);
+    c.tile_max = p.tile_max;
+    c.teacher_tile_max = p.kl.teacher_tile_max;
+    c.tile_class = st->fwd<unsigned char>(ws.saved_tile_class);
+    run(K.function(LossModule::Rows, "linear_ce_classify"),
+        {static_cast<unsigned>(ws.row_tiles), blocks(ws.num_tiles, 64)}, {128}, 0, stream, c);
+  }
   out.state = std::move(st);
   return out;
 }

@@ -30,8 +30,10 @@
 // pool (runtime/WorkspacePool.h) in the call's stream order; the pool keeps them for the next call.
 //
 // Saved state. The forward result keeps what backward needs (lse, target logits, the kept rows of
-// E, per-tile max logits) and *views* of the weights and captured buffers: those must stay alive
-// and unchanged until the backward call. E itself is not needed by backward.
+// E and, with filtering, which (128 rows x 128 ids) tiles the backward visits, one byte each,
+// derived at the forward's end from per-tile max logits that are then freed) and *views* of the
+// weights and captured buffers: those must stay alive and unchanged until the backward call. E
+// itself is not needed by backward.
 //
 // Gradient filtering and the vocabulary order. Backward visits only the (128 rows x 128 ids)
 // tiles holding a probability at or above LinearCeOptions::filter_threshold, which it knows from
@@ -213,8 +215,8 @@ struct LinearCeForward {
   int64_t n_rows = 0, n_kept = 0;
   float filter_threshold = 0;  // the one backward uses (0: exact)
   bool vocab_ordered = false;  // the tiles followed a vocabulary order
-  // The forward's workspace (rows, partials, kept rows): from the workspace pool, freed when the
-  // last reference goes, on this forward's stream (which must outlive it) after the work any
+  // What the forward keeps (rows, statistics, kept rows, tile classes): from the workspace pool
+  // (its partials and tile maxima too, freed when it returns), freed when the last reference goes, on this forward's stream (which must outlive it) after the work any
   // backward enqueued on its own; that never waits for the GPU. Outputs the
   // library allocated (those the caller did not pass) are freed with cuMemFree, which does.
   std::shared_ptr<const LinearCeState> state;

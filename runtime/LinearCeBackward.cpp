@@ -92,10 +92,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   // enqueued here are done (nothing here waits for the GPU).
   const LinearCeWorkspace& ws = st.ws;
   const DeviceBuffer scratch_buffer =
-      DeviceBuffer::on_stream(std::max<int64_t>(ws.total_bytes - ws.row_grad.offset, 1), stream);
+      DeviceBuffer::on_stream(std::max<int64_t>(ws.total_bytes - ws.forward_end, 1), stream);
   char* scratch = static_cast<char*>(scratch_buffer.data());
   auto bwd = [&](const WorkspaceSlice& s) -> void* {
-    return s.bytes ? scratch + (s.offset - ws.row_grad.offset) : nullptr;
+    return s.bytes ? scratch + (s.offset - ws.forward_end) : nullptr;
   };
   float* row_grad = static_cast<float*>(bwd(ws.row_grad));
   float* d_hidden = static_cast<float*>(g.d_hidden.data);
@@ -123,23 +123,13 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
 
   CeBwdParams p;
   p.rows = {st.fwd<void>(ws.hidden_kept), dim, st.kept(), st.targets32(), n_kept, dim};
-  CeClassifyParams c;
-  c.kept = st.kept();
-  c.targets = st.targets32();
-  c.lse = st.fwd<float>(ws.lse);
+  // The (row tile, vocabulary tile) classes: the forward's, from its tile maxima (filtering), or
+  // every tile visited (written here: the exact backward).
+  CeClassifyParams c = classify_params(st, P);
   c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
-  c.n_kept = n_kept;
-  c.log_threshold = st.threshold > 0 ? std::log(st.threshold) : 0.f;
-  const double alpha = P.kl ? P.kl->alpha : 0.0;
-  c.ce_probs = alpha < 1 || P.z_loss > 0;
-  c.tile_max_parts = P.kl ? 1 : 2;
-  if (P.kl) {
-    c.tempered_lse = st.fwd<float>(ws.tempered_lse);
-    c.teacher_lse = st.fwd<float>(ws.teacher_lse);
-    c.inv_temperature = st.teacher.inv_temperature;
-  }
+  const bool filtered = st.threshold > 0;
   const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
-  p.tile_class = c.tile_class;
+  p.tile_class = filtered ? st.fwd<unsigned char>(ws.saved_tile_class) : c.tile_class;
   p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
   p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
@@ -177,14 +167,9 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     if (seg.order && (copies >> s & 1) && seg.d_weight_16 && seg.d_weight_stride == dim)
       seg.weights_by_position = seg.d_weight_by_position = 1;
   }
-  // The tiles to visit in `visit`'s order (tile_max nullptr: every tile), their lists, and the
-  // visited pairs' numbering (linear_ce_bwd.cuh "G").
-  auto classify = [&](const CeLayout& visit, const uint16_t* tile_max) {
-    c.layout = visit;
-    c.tile_max = tile_max;
-    c.teacher_tile_max = P.kl && tile_max ? st.fwd<uint16_t>(ws.teacher_tile_max) : nullptr;
-    run(K.function(LossModule::Rows, "linear_ce_classify"),
-        {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
+  // The visited tiles' lists for classes in `visit`'s order (the forward's, or every tile's after
+  // `classify_all`), and the visited pairs' numbering (linear_ce_bwd.cuh "G").
+  auto list_tiles = [&](const CeLayout& visit) {
     run(K.function(LossModule::Rows, "linear_ce_row_lists"), {static_cast<unsigned>(row_tiles)},
         {256}, 0, stream, p.tile_class, num_tiles, p.row_list, p.row_count);
     run(K.function(LossModule::Rows, "linear_ce_col_lists"), {blocks(num_tiles, 128)}, {128}, 0,
@@ -195,11 +180,18 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
     run(K.function(LossModule::Rows, "linear_ce_pair_list"), {blocks(num_tiles, 128)}, {128}, 0,
         stream, p.col_list, p.col_count, p.pair_first, num_tiles, row_tiles, p.pair_list);
   };
-  classify(layout, st.threshold > 0 ? st.fwd<uint16_t>(ws.tile_max) : nullptr);
+  auto classify_all = [&](const CeLayout& visit) {
+    c.layout = visit;
+    run(K.function(LossModule::Rows, "linear_ce_classify"),
+        {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
+    p.tile_class = c.tile_class;
+  };
+  if (!filtered) classify_all(layout);
+  list_tiles(layout);
   g.surviving_fraction = 1;
   // Each vocabulary tile's visited row tiles: all of them, unless the classes are read back.
   std::vector<int32_t> tile_pairs(num_tiles, row_tiles);
-  if (st.threshold > 0) {  // keep filtering (and the order) only if it saves more than it costs
+  if (filtered) {  // keep filtering (and the order) only if it saves more than it costs
     driver->stream_synchronize(stream);
     driver->memcpy_dtoh(tile_pairs.data(), reinterpret_cast<CUdeviceptr>(p.col_count),
                         tile_pairs.size() * sizeof(int32_t));
@@ -213,11 +205,12 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       layout = with_order(layout, nullptr);
       for (int32_t s = 0; s < layout.num_segments; ++s)
         layout.seg[s].weights_by_position = layout.seg[s].d_weight_by_position = 0;
-      classify(layout, nullptr);
+      classify_all(layout);
+      list_tiles(layout);
       std::fill(tile_pairs.begin(), tile_pairs.end(), row_tiles);
     }
   }
-  const bool some_skipped = c.tile_max != nullptr;
+  const bool some_skipped = p.tile_class != c.tile_class;  // the forward's classes
   p.layout = layout;
   if (P.kl) {
     p.kl.teacher = st.teacher;
@@ -237,7 +230,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   p.d_hidden = d_hidden;
   p.d_hidden_stride = dh_stride;
   p.num_row_tiles = row_tiles;
-  const double eps = P.label_smoothing;
+  const double eps = P.label_smoothing, alpha = P.kl ? P.kl->alpha : 0.0;
   p.prob_weight = static_cast<float>(1 - alpha);
   p.target_weight = static_cast<float>((1 - alpha) * (1 - eps));
   p.uniform = static_cast<float>((1 - alpha) * eps / static_cast<double>(layout.live_ids));
@@ -320,10 +313,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       by_position ? K.function(LossModule::Rows, "linear_ce_save_cycle_heads") : nullptr;
   CUfunction move_rows =
       by_position ? K.function(LossModule::Rows, "linear_ce_move_cycles") : nullptr;
-  const int64_t budget = st.grad_buffer_bytes > 0 ? st.grad_buffer_bytes
-                         : by_position && !stage_weights
-                             ? LinearCeOptions::kPositionOrderGradBufferBytes
-                             : LinearCeOptions::kDefaultGradBufferBytes;
+  const int64_t budget = grad_buffer_budget(st.grad_buffer_bytes, by_position, stage_weights);
   const CeBackwardPlan plan = plan_backward_chunks(tile_pairs, staged_tile, dim, budget);
   const DeviceBuffer grad_buffer = DeviceBuffer::on_stream(plan.buffer_bytes, stream);
   p.grad = grad_buffer.data();

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,7 +147,7 @@ struct LinearCeState {
   // In the forward's stream order (DeviceBuffer::on_stream), freed with the state on the forward's
   // stream after the backwards' work on theirs (used_on), hence mutable.
   mutable DeviceBuffer rows;         // narrowed targets [N], kept [N], slot [N], status [2]
-  mutable DeviceBuffer forward;      // the workspace's forward part: [0, ws.row_grad.offset)
+  mutable DeviceBuffer forward;      // the workspace's saved part: [0, ws.saved_end)
   mutable std::mutex release_mutex;  // backwards on several threads
   linear_ce::Storage outputs;
 
@@ -166,10 +167,31 @@ struct LinearCeState {
       std::fprintf(stderr, "tilejit: warning: %s\n", e.what());
     }
   }
+  // A slice of the saved part (a slice of another region here is a bug: std::logic_error).
   template <class T>
   T* fwd(const WorkspaceSlice& s) const {
+    if (s.bytes && s.offset + s.bytes > ws.saved_end)
+      throw std::logic_error("linear CE: a forward scratch slice read from the saved state");
     return s.bytes ? reinterpret_cast<T*>(static_cast<char*>(forward.data()) + s.offset) : nullptr;
   }
 };
+
+namespace linear_ce {
+
+// linear_ce_classify's parameters for the kept rows of `st` (its saved statistics) under program
+// `P`, in `st`'s vocabulary order: every tile visited until the caller sets the tile maxima (and
+// where the classes go).
+CeClassifyParams classify_params(const LinearCeState& st, const LossProgram& P);
+
+// The backward's budget for its G buffer (LinearCeOptions::grad_buffer_bytes): `asked` if set,
+// else kPositionOrderGradBufferBytes where it stages no weights and reads some in position
+// order, else kDefaultGradBufferBytes.
+inline int64_t grad_buffer_budget(int64_t asked, bool by_position, bool stage_weights) {
+  if (asked > 0) return asked;
+  return by_position && !stage_weights ? LinearCeOptions::kPositionOrderGradBufferBytes
+                                       : LinearCeOptions::kDefaultGradBufferBytes;
+}
+
+}  // namespace linear_ce
 
 }  // namespace tilejit

@@ -67,29 +67,37 @@ LinearCeWorkspace plan_linear_ce(const LinearCeShape& s) {
     slice.bytes = bytes;
     off += (bytes + 255) / 256 * 256;
   };
+  // What the forward saves for the backward.
   take(ws.kept, 4 * std::max<int64_t>(s.n_rows, 1));
   take(ws.slot, 4 * std::max<int64_t>(s.n_rows, 1));
   take(ws.count, 4);
   take(ws.hidden_kept, 2 * nk * s.dim);  // E compacted to the kept rows
-  take(ws.part_max, 4 * ws.splits * nk);
-  take(ws.part_sum, 4 * ws.splits * nk);
-  take(ws.part_zsum, s.smoothing ? 4 * ws.splits * nk : 0);
   take(ws.target_logit, 4 * nk);
   take(ws.target_raw, 4 * nk);
   take(ws.lse, 4 * nk);
   take(ws.row_loss, 4 * nk);
-  // bf16 max logits per (tile, forward column warp, kept row): 2 x 2 bytes per (tile, row); the
-  // KL forward merges its column warps: 2 bytes
-  take(ws.tile_max, s.filtering ? (s.kl ? 2 : 4) * int64_t(ws.num_tiles) * nk : 0);
   take(ws.loss, 4);
+  take(ws.saved_tile_class,
+       s.filtering && s.backward ? int64_t(ws.row_tiles) * ws.num_tiles : 0);
   if (s.kl) {
     take(ws.teacher_hidden_kept, 2 * nk * s.teacher_dim);
-    take(ws.kl_parts, 4 * 5 * int64_t(ws.splits) * nk);
     take(ws.tempered_lse, 4 * nk);
     take(ws.teacher_lse, 4 * nk);
     take(ws.teacher_target_logit, 4 * nk);
+  }
+  ws.saved_end = off;
+  // The forward's scratch.
+  take(ws.part_max, 4 * ws.splits * nk);
+  take(ws.part_sum, 4 * ws.splits * nk);
+  take(ws.part_zsum, s.smoothing ? 4 * ws.splits * nk : 0);
+  // bf16 max logits per (tile, forward column warp, kept row): 2 x 2 bytes per (tile, row); the
+  // KL forward merges its column warps: 2 bytes
+  take(ws.tile_max, s.filtering ? (s.kl ? 2 : 4) * int64_t(ws.num_tiles) * nk : 0);
+  if (s.kl) {
+    take(ws.kl_parts, 4 * 5 * int64_t(ws.splits) * nk);
     take(ws.teacher_tile_max, s.filtering ? 2 * int64_t(ws.num_tiles) * nk : 0);
   }
+  ws.forward_end = off;
   if (s.backward) {
     take(ws.row_grad, 4 * nk);
     take(ws.tile_class, int64_t(ws.row_tiles) * ws.num_tiles);
@@ -120,7 +128,9 @@ std::string describe(const LinearCeWorkspace& ws) {
   std::ostringstream o;
   o << "row_tiles " << ws.row_tiles << ", tiles " << ws.num_tiles << ", splits " << ws.splits
     << " x " << ws.tiles_per_split << " tiles, workspace " << ws.total_bytes / (1 << 20)
-    << " MiB (tile max " << ws.tile_max.bytes / (1 << 20) << ")";
+    << " MiB (saved " << ws.saved_end / (1 << 20) << ", forward scratch "
+    << (ws.forward_end - ws.saved_end) / (1 << 20) << ", tile max " << ws.tile_max.bytes / (1 << 20)
+    << ")";
   return o.str();
 }
 

@@ -39,19 +39,28 @@ struct LinearCeWorkspace {
   int splits = 1, tiles_per_split = 1;  // forward grid: fwd_row_tiles x splits
   int colsum_parts = 0;                 // analytic smoothing: row blocks of the weights
   int64_t colsum_rows_per_part = 512;
-  // forward
-  WorkspaceSlice kept, slot, count, hidden_kept, part_max, part_sum, part_zsum, target_logit,
-      target_raw, lse, row_loss, tile_max, loss;
-  // forward, KL term: the teacher's kept rows, five [splits, n_kept] partials (tempered max and
-  // sum, teacher max and sum, cross), the two lse vectors, the teacher's target logits and tile
-  // maxima (one bf16 per tile and row, as the student's then are)
-  WorkspaceSlice teacher_hidden_kept, kl_parts, tempered_lse, teacher_lse, teacher_target_logit,
-      teacher_tile_max;
+  // Three regions, in this order, each its own allocation at run time (offsets are from the
+  // start of the first; a slice's address is its region's base + offset - the region's start):
+  //   [0, saved_end): what the forward keeps for the backward (the state's);
+  //   [saved_end, forward_end): the forward's scratch, freed when the forward returns;
+  //   [forward_end, total_bytes): the backward's scratch.
+  // The forward saved: the kept rows and E's compacted copy, the rows' statistics and, with
+  // filtering and a backward, the (row tile, vocabulary tile) classes it derives from the tile
+  // maxima at its end (linear_ce_classify; tile_class below is the backward's own, for an
+  // unfiltered pass).
+  WorkspaceSlice kept, slot, count, hidden_kept, target_logit, target_raw, lse, row_loss, loss,
+      saved_tile_class;
+  // ... KL term: the teacher's kept rows, the two lse vectors, the teacher's target logits
+  WorkspaceSlice teacher_hidden_kept, tempered_lse, teacher_lse, teacher_target_logit;
+  // The forward's scratch: the splits' partials, the tile maxima (bf16), the KL term's five
+  // [splits, n_kept] partials (tempered max and sum, teacher max and sum, cross) and the
+  // teacher's tile maxima (one bf16 per tile and row, as the student's then are)
+  WorkspaceSlice part_max, part_sum, part_zsum, tile_max, kl_parts, teacher_tile_max;
   // backward (its G blocks and staged weight rows are a buffer of their own: CeBackwardPlan)
   WorkspaceSlice row_grad, tile_class, row_list, row_count, col_list, col_count, col_steps,
       col_corrections, pair_rank, pair_first, staged_first, pair_list, pair_visit, colsum_partial, weight_colsum,
       hidden_wsum, grad_sum, target_grad, target_slot;
-  int64_t total_bytes = 0;
+  int64_t saved_end = 0, forward_end = 0, total_bytes = 0;
 };
 
 // Sizes everything for `shape`; throws std::invalid_argument on an unsupported shape (more

@@ -36,7 +36,9 @@ void expect_disjoint(const LinearCeWorkspace& ws) {
         &ws.row_loss,      &ws.tile_max,    &ws.loss,         &ws.row_grad,    &ws.tile_class,
         &ws.row_list,      &ws.row_count,   &ws.col_list,     &ws.col_count,   &ws.col_steps,  &ws.col_corrections,
         &ws.pair_rank,     &ws.pair_first,  &ws.staged_first, &ws.pair_list,   &ws.colsum_partial,
-        &ws.weight_colsum, &ws.hidden_wsum, &ws.grad_sum,     &ws.target_grad, &ws.target_slot})
+        &ws.weight_colsum, &ws.hidden_wsum, &ws.grad_sum,     &ws.target_grad, &ws.target_slot,
+        &ws.saved_tile_class, &ws.pair_visit, &ws.kl_parts, &ws.teacher_tile_max,
+        &ws.teacher_hidden_kept, &ws.tempered_lse, &ws.teacher_lse, &ws.teacher_target_logit})
     if (s->bytes > 0) spans.emplace_back(s->offset, s->offset + s->bytes);
   std::sort(spans.begin(), spans.end());
   for (size_t i = 0; i < spans.size(); ++i) {
@@ -45,6 +47,52 @@ void expect_disjoint(const LinearCeWorkspace& ws) {
       EXPECT_LE(spans[i - 1].second, spans[i].first);
     }
   }
+}
+
+// The three regions (saved, the forward's scratch, the backward's) hold their own slices: the
+// state keeps only the first, so a slice the backward reads from the forward must lie there.
+void expect_regions(const LinearCeWorkspace& ws) {
+  auto inside = [](const WorkspaceSlice& s, int64_t begin, int64_t end) {
+    return s.bytes == 0 || (s.offset >= begin && s.offset + s.bytes <= end);
+  };
+  EXPECT_LE(0, ws.saved_end);
+  EXPECT_LE(ws.saved_end, ws.forward_end);
+  EXPECT_LE(ws.forward_end, ws.total_bytes);
+  for (const WorkspaceSlice* s :
+       {&ws.kept, &ws.slot, &ws.count, &ws.hidden_kept, &ws.target_logit, &ws.target_raw, &ws.lse,
+        &ws.row_loss, &ws.loss, &ws.saved_tile_class, &ws.teacher_hidden_kept, &ws.tempered_lse,
+        &ws.teacher_lse, &ws.teacher_target_logit})
+    EXPECT_TRUE(inside(*s, 0, ws.saved_end)) << s->offset;
+  for (const WorkspaceSlice* s :
+       {&ws.part_max, &ws.part_sum, &ws.part_zsum, &ws.tile_max, &ws.kl_parts, &ws.teacher_tile_max})
+    EXPECT_TRUE(inside(*s, ws.saved_end, ws.forward_end)) << s->offset;
+  for (const WorkspaceSlice* s :
+       {&ws.row_grad, &ws.tile_class, &ws.row_list, &ws.pair_visit, &ws.target_slot})
+    EXPECT_TRUE(inside(*s, ws.forward_end, ws.total_bytes)) << s->offset;
+  // Each region starts aligned (its slices keep their alignment from its own base).
+  EXPECT_EQ(ws.saved_end % 256, 0);
+  EXPECT_EQ(ws.forward_end % 256, 0);
+}
+
+TEST(LinearCeWorkspace, RegionsHoldTheirSlices) {
+  LinearCeShape s = gemma_like();
+  const LinearCeWorkspace plain = plan_linear_ce(s);
+  expect_regions(plain);
+  // The tile maxima (4 bytes per tile and row) are scratch; the classes (a byte per pair) saved.
+  EXPECT_EQ(plain.tile_max.bytes, int64_t{4} * 2000 * 7364);
+  EXPECT_EQ(plain.saved_tile_class.bytes, int64_t{58} * 2000);
+  s.kl = true;
+  s.teacher_dim = 1024;
+  s.smoothing = true;
+  const LinearCeWorkspace kl = plan_linear_ce(s);
+  expect_regions(kl);
+  EXPECT_GT(kl.teacher_tile_max.bytes, 0);
+  EXPECT_GT(kl.kl_parts.bytes, 0);
+  s.filtering = false;  // no maxima, no classes to keep
+  const LinearCeWorkspace exact = plan_linear_ce(s);
+  expect_regions(exact);
+  EXPECT_EQ(exact.tile_max.bytes, 0);
+  EXPECT_EQ(exact.saved_tile_class.bytes, 0);
 }
 
 TEST(LinearCeWorkspace, SlicesAreDisjoint) {
