@@ -10,8 +10,8 @@
 // or the per-row upstream value). dE = G . C, dC = G^T . E, dbias = column sums of G. The teacher
 // gets no gradient.
 //
-// Tiles. The (row tile, vocabulary tile) grid is classified once (linear_ce_classify,
-// linear_ce_tiles.cuh) into two bits: kTileHot, some row has exp(max logit - lse) >= threshold
+// Tiles. The (row tile, vocabulary tile) grid is classified once, at the forward's end, from its
+// tile maxima (linear_ce_classify, linear_ce_tiles.cuh), into two bits: kTileHot, some row has exp(max logit - lse) >= threshold
 // (with a KL term: or q or pt, from the student's and the teacher's max logits; target excluded;
 // threshold 0: every tile), and kTileHoldsTarget, the tile holds the target of some row of the
 // row tile. Only hot tiles are visited (recomputed, multiplied); the others are skipped entirely.

@@ -1,6 +1,6 @@
-// The fused linear cross-entropy's backward (runtime/LinearCe.h): classification of the
-// (row tile, vocabulary tile) grid from the forward's tile maxima, the choice between a filtered
-// and the exact backward, the vocabulary chunks that the visited pairs' G blocks fill, and the
+// The fused linear cross-entropy's backward (runtime/LinearCe.h): the visited tiles' lists from
+// the (row tile, vocabulary tile) classes the forward kept, the choice between a filtered and the
+// exact backward, the vocabulary chunks that the visited pairs' G blocks fill, and the
 // kernels of kernels_templates/linear_ce_bwd.cuh (G), linear_ce_products.cuh (dE, dC, dbias)
 // and linear_ce_corrections.cuh (dC of the unvisited tiles) per chunk.
 #include <algorithm>
