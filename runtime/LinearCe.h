@@ -216,9 +216,10 @@ struct LinearCeForward {
   float filter_threshold = 0;  // the one backward uses (0: exact)
   bool vocab_ordered = false;  // the tiles followed a vocabulary order
   // What the forward keeps (rows, statistics, kept rows, tile classes): from the workspace pool
-  // (its partials and tile maxima too, freed when it returns), freed when the last reference goes, on this forward's stream (which must outlive it) after the work any
-  // backward enqueued on its own; that never waits for the GPU. Outputs the
-  // library allocated (those the caller did not pass) are freed with cuMemFree, which does.
+  // (its partials and tile maxima too, freed when it returns), freed when the last reference
+  // goes, on this forward's stream (which must outlive it) after the work any backward enqueued
+  // on its own; that never waits for the GPU. Outputs the library allocated (those the caller
+  // did not pass) are freed with cuMemFree, which does.
   std::shared_ptr<const LinearCeState> state;
 };
 
