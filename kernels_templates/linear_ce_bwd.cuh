@@ -11,10 +11,11 @@
 // gets no gradient.
 //
 // Tiles. The (row tile, vocabulary tile) grid is classified once, at the forward's end, from its
-// tile maxima (linear_ce_classify, linear_ce_tiles.cuh), into two bits: kTileHot, some row has exp(max logit - lse) >= threshold
-// (with a KL term: or q or pt, from the student's and the teacher's max logits; target excluded;
-// threshold 0: every tile), and kTileHoldsTarget, the tile holds the target of some row of the
-// row tile. Only hot tiles are visited (recomputed, multiplied); the others are skipped entirely.
+// tile maxima (linear_ce_classify, linear_ce_tiles.cuh), into two bits: kTileHot, some row has
+// exp(max logit - lse) >= threshold (with a KL term: or q or pt, from the student's and the
+// teacher's max logits; target excluded; threshold 0: every tile), and kTileHoldsTarget, the
+// tile holds the target of some row of the row tile. Only hot tiles are visited (recomputed,
+// multiplied); the others are skipped entirely.
 // Target entries: in a hot tile a target's entry is part of G like any other. A target whose
 // tile is not hot for its row tile is a sparse correction instead (linear_ce_target_grad computes
 // its fp32 entry t_k): dE_k += t_k C[target], dC[target] += t_k E_k, dbias[target] += t_k. So a

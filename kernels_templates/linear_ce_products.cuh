@@ -14,8 +14,8 @@
 // CeProductCtaOf<kSm90Loop>::type's (CeProductCta, or the warp-specialised CeProductWsCta where
 // the module asks for the Hopper loop, ce_wgmma.cuh, with kSm90Loop and is compiled for sm_90a:
 // 384 threads, 192 KiB). On the Hopper loop both are persistent (linear_ce_dhidden_items,
-// linear_ce_dweight_items over ce_wgmma_items.cuh's gemm_loop_sm90_ws_items: any grid, one CTA per SM
-// from the runtime); on the portable one a CTA per output tile. dE is fp32; dC fp32 or E's
+// linear_ce_dweight_items over ce_wgmma_items.cuh's gemm_loop_sm90_ws_items: any grid, one CTA
+// per SM from the runtime); on the portable one a CTA per output tile. dE is fp32; dC fp32 or E's
 // 16-bit type (CeSegment::d_weight_16, each entry rounded once); dE rows of ignored rows are
 // zeroed by linear_ce_row_grad, every dC row and dbias entry is written by this pass.
 #pragma once

@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
-#include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "compiler/Error.h"
 #include "compiler/Lower.h"
-#include "compiler/Printer.h"
 #include "compiler/Validate.h"
-#include "runtime/DenseMask.h"
 #include "runtime/DeviceBuffer.h"
 #include "runtime/Driver.h"
 #include "runtime/Launch.h"
@@ -25,85 +19,12 @@
 #include "runtime/LinearCeState.h"
 #include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
-#include "runtime/Module.h"
 #include "runtime/TensorMapEncode.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
 
 using namespace linear_ce;  // the kernels' launch parameters (LinearCeParams.h)
-
-namespace {
-
-// ---- compiled kernels --------------------------------------------------------------------
-
-ElemType elem_of(DType dtype) {
-  TILEJIT_USER_CHECK(dtype == DType::BF16 || dtype == DType::F16,
-                     "linear cross-entropy kernels take bf16 or f16 operands, not {}",
-                     dtype_name(dtype));
-  return dtype == DType::F16 ? ElemType::F16 : ElemType::BF16;
-}
-
-LinearCeModule make_module(const LoweredLoss& l, LossModule m, ElemType elem, CeTileLoop loop) {
-  LinearCeModule out;
-  out.source = generate_loss_module(l.program, l.logit_grad, m, elem, loop);
-  const bool shared = !loss_module_uses_program(m);
-  out.spec = kernel_spec(out.source.cuda, shared ? "linear_ce" : l.program.name);
-  out.spec.entry_points.clear();
-  for (const auto& [kernel, entry] : out.source.entries) out.spec.entry_points.push_back(entry);
-  out.spec.variant = out.source.variant;
-  return out;
-}
-
-}  // namespace
-
-CUfunction linear_ce::PreparedLoss::function(LossModule m, std::string_view kernel,
-                                             int dynamic_smem) {
-  std::unique_lock<std::mutex> lock(mu);
-  auto it = modules.find(m);
-  if (it == modules.end()) {
-    lock.unlock();  // compiling takes seconds: other modules may proceed meanwhile
-    LinearCeModule mod = make_module(lowered, m, elem, linear_ce_tile_loop());
-    auto compiled = KernelCache::global().get(mod.spec, arch);
-    lock.lock();
-    it = modules.emplace(m, std::make_pair(mod.source.entries, compiled)).first;
-  }
-  auto entry = it->second.first.find(kernel);
-  TILEJIT_INTERNAL_CHECK(entry != it->second.first.end(), "no loss kernel {}", kernel);
-  std::shared_ptr<LoadedModule> loaded = load_module(*it->second.second);
-  lock.unlock();
-  if (dynamic_smem > 0) loaded->set_max_dynamic_shared_memory(entry->second, dynamic_smem);
-  return loaded->function(entry->second);
-}
-
-namespace {
-
-std::shared_ptr<PreparedLoss> prepare(const LossProgram& prog, ElemType elem,
-                                      const std::string& arch) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<PreparedLoss>> memo;
-  const std::string key = fmt::format("{}/{}/{}", program_hash(prog), elem_type_name(elem), arch);
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = memo.find(key); it != memo.end()) return it->second;
-  auto p = std::make_shared<PreparedLoss>();
-  p->lowered = lower(prog);
-  p->layout = arg_layout(p->lowered.program);
-  p->elem = elem;
-  p->arch = arch;
-  if (memo.size() >= 256) memo.clear();  // a bound, not an LRU: programs are few in practice
-  memo.emplace(key, p);
-  return p;
-}
-
-float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType dtype) {
-  // The kernels drop the uniform smoothing term from skipped tiles unless they can add it
-  // analytically, which they do only for an identity logit_mod.
-  if (l.program.label_smoothing > 0 && !l.logit_is_identity) return 0.f;
-  if (o.filter_threshold >= 0) return o.filter_threshold;
-  return dtype == DType::F16 ? 1.f / 32768 : 1.f / 4096;
-}
-
-}  // namespace
 
 CeKlMaps linear_ce::kl_operand_maps(const CeLayout& layout, const CeRows& rows,
                                     const CeTeacher& teacher, bool f16, int cluster) {
@@ -161,32 +82,12 @@ CeClassifyParams linear_ce::classify_params(const LinearCeState& st, const LossP
   return c;
 }
 
-void check_linear_ce_supported(const LossProgram& prog) {
-  TILEJIT_USER_CHECK(prog.segments.size() <= kMaxSegments,
-                     "program {}: the GPU path supports at most {} vocabulary segments, got {}",
-                     prog.name, kMaxSegments, prog.segments.size());
-  if (!prog.kl || prog.kl->teacher_segments.empty()) return;
-  // The kernels tile the teacher's vocabulary exactly like the student's.
-  const std::vector<Segment>& t = prog.kl->teacher_segments;
-  bool same = t.size() == prog.segments.size();
-  for (size_t i = 0; same && i < t.size(); ++i)
-    same = t[i].begin == prog.segments[i].begin && t[i].end == prog.segments[i].end;
-  TILEJIT_USER_CHECK(same,
-                     "program {}: on the GPU the teacher's segments must start and end where the "
-                     "student's do (one teacher segment per student segment); the CPU executor "
-                     "takes any teacher layout over the same ids",
-                     prog.name);
-}
-
-CeTileLoop linear_ce_tile_loop() {
-  static const std::string value = [] {
-    const char* v = std::getenv("TILEJIT_CE_LOOP");
-    return std::string(v ? v : "");
-  }();
-  if (value == "portable") return CeTileLoop::Portable;
-  TILEJIT_USER_CHECK(value.empty() || value == "sm90",
-                     "TILEJIT_CE_LOOP is '{}': want 'portable' or 'sm90'", value);
-  return CeTileLoop::Sm90;  // the wgmma loop where the module is compiled for sm_90a
+static float effective_threshold(const LoweredLoss& l, const LinearCeOptions& o, DType dtype) {
+  // The kernels drop the uniform smoothing term from skipped tiles unless they can add it
+  // analytically, which they do only for an identity logit_mod.
+  if (l.program.label_smoothing > 0 && !l.logit_is_identity) return 0.f;
+  if (o.filter_threshold >= 0) return o.filter_threshold;
+  return dtype == DType::F16 ? 1.f / 32768 : 1.f / 4096;
 }
 
 // LinearCeOptions::kl_forward_cluster, checked; 0 the default.
@@ -196,16 +97,6 @@ static int kl_forward_cluster(const LossProgram& prog, const LinearCeOptions& op
                      "program {}: kl_forward_cluster is {}: want 1, 2 or 4 CTAs (0: the default)",
                      prog.name, c);
   return c == 0 ? 1 : c;
-}
-
-std::vector<LinearCeModule> linear_ce_modules(const LossProgram& prog, DType dtype,
-                                              CeTileLoop loop) {
-  check_linear_ce_supported(prog);
-  ElemType elem = elem_of(dtype);
-  LoweredLoss l = lower(prog);
-  std::vector<LinearCeModule> out;
-  for (LossModule m : loss_modules()) out.push_back(make_module(l, m, elem, loop));
-  return out;
 }
 
 static CeLayout device_layout(const LossProgram& prog, const std::vector<SegmentBinding>& segs) {
@@ -261,8 +152,9 @@ static int64_t forward_scratch_bytes(const LinearCeState& st, bool hopper_produc
   for (size_t s = 0; s < st.d_weight_outputs.size(); ++s) {
     const std::optional<TensorView>& dw = st.d_weight_outputs[s];
     given |= dw.has_value();
-    const bool here = (st.weights_in_grad_buffer.load() >> s & 1) && dw &&
-                      dw->dtype != DType::F32 && dw->strides[0] == st.dim;
+    const bool here = dw && weights_read_by_position(st.weights_in_grad_buffer.load() >> s & 1,
+                                                     dw->dtype != DType::F32, dw->strides[0],
+                                                     st.dim);
     by_position |= here;
     stage_weights |= hopper_products && st.layout.seg[s].order && !here;
   }
@@ -535,9 +427,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   // order when this call returns; only the classes derived from the maxima are kept.
   const DeviceBuffer scratch_buffer =
       DeviceBuffer::on_stream(forward_scratch_bytes(*st, sm90_loop), stream);
-  char* scratch = static_cast<char*>(scratch_buffer.data());
-  auto fwd_scratch = [&](const WorkspaceSlice& s) -> void* {
-    return s.bytes ? scratch + (s.offset - ws.saved_end) : nullptr;
+  auto fwd_scratch = [&](const WorkspaceSlice& s) {
+    return slice_address(scratch_buffer.data(), ws.saved_end, s);
   };
   p.part_max = static_cast<float*>(fwd_scratch(ws.part_max));
   p.part_sum = static_cast<float*>(fwd_scratch(ws.part_sum));

@@ -93,9 +93,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const LinearCeWorkspace& ws = st.ws;
   const DeviceBuffer scratch_buffer =
       DeviceBuffer::on_stream(std::max<int64_t>(ws.total_bytes - ws.forward_end, 1), stream);
-  char* scratch = static_cast<char*>(scratch_buffer.data());
-  auto bwd = [&](const WorkspaceSlice& s) -> void* {
-    return s.bytes ? scratch + (s.offset - ws.forward_end) : nullptr;
+  auto bwd = [&](const WorkspaceSlice& s) {
+    return slice_address(scratch_buffer.data(), ws.forward_end, s);
   };
   float* row_grad = static_cast<float*>(bwd(ws.row_grad));
   float* d_hidden = static_cast<float*>(g.d_hidden.data);
@@ -129,7 +128,6 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   c.tile_class = static_cast<unsigned char*>(bwd(ws.tile_class));
   const bool filtered = st.threshold > 0;
   const int32_t num_tiles = layout.num_tiles, row_tiles = ws.row_tiles;
-  p.tile_class = filtered ? st.fwd<unsigned char>(ws.saved_tile_class) : c.tile_class;
   p.row_list = static_cast<int32_t*>(bwd(ws.row_list));
   p.row_count = static_cast<int32_t*>(bwd(ws.row_count));
   p.col_list = static_cast<int32_t*>(bwd(ws.col_list));
@@ -164,7 +162,8 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   const uint32_t copies = st.weights_in_grad_buffer.fetch_and(~overwritten) & overwritten;
   for (int32_t s = 0; s < layout.num_segments && sm90_products; ++s) {
     CeSegment& seg = layout.seg[s];
-    if (seg.order && (copies >> s & 1) && seg.d_weight_16 && seg.d_weight_stride == dim)
+    if (seg.order &&
+        weights_read_by_position(copies >> s & 1, seg.d_weight_16, seg.d_weight_stride, dim))
       seg.weights_by_position = seg.d_weight_by_position = 1;
   }
   // The visited tiles' lists for classes in `visit`'s order (the forward's, or every tile's after
@@ -186,7 +185,10 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
         {static_cast<unsigned>(row_tiles), blocks(num_tiles, 64)}, {128}, 0, stream, c);
     p.tile_class = c.tile_class;
   };
-  if (!filtered) classify_all(layout);
+  if (filtered)
+    p.tile_class = st.fwd<unsigned char>(ws.saved_tile_class);
+  else
+    classify_all(layout);
   list_tiles(layout);
   g.surviving_fraction = 1;
   // Each vocabulary tile's visited row tiles: all of them, unless the classes are read back.
@@ -359,7 +361,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   for (size_t s = 0; s < num_segments; ++s) any_bias |= layout.seg[s].d_bias != nullptr;
   const unsigned dtiles = blocks(dim, 256);
   const Dim3 threads{static_cast<unsigned>(product_threads), 1, 1};
-  // The Hopper products' item counters, two per chunk (dE's, dC's), zero before the first
+  // The Hopper products' item counters, two per chunk (dE's, dC's), zeroed before the first chunk
   DeviceBuffer item_counters;
   if (sm90_products) {
     item_counters = DeviceBuffer::on_stream(plan.chunks.size() * 2 * sizeof(int32_t), stream);

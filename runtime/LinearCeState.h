@@ -61,6 +61,13 @@ struct PreparedLoss {
   }
 };
 
+// The operands' element type (bf16 or f16; a UserError otherwise).
+ElemType elem_of(DType dtype);
+
+// `prog`'s kernels for `elem` on `arch`, memoised (runtime/LinearCeKernels.cpp).
+std::shared_ptr<PreparedLoss> prepare(const LossProgram& prog, ElemType elem,
+                                      const std::string& arch);
+
 // Launches `f` with each argument passed by value (types must match the entry's parameters).
 template <class... A>
 inline void run(CUfunction f, Dim3 grid, Dim3 block, size_t smem, CUstream stream, A... args) {
@@ -172,7 +179,7 @@ struct LinearCeState {
   T* fwd(const WorkspaceSlice& s) const {
     if (s.bytes && s.offset + s.bytes > ws.saved_end)
       throw std::logic_error("linear CE: a forward scratch slice read from the saved state");
-    return s.bytes ? reinterpret_cast<T*>(static_cast<char*>(forward.data()) + s.offset) : nullptr;
+    return static_cast<T*>(slice_address(forward.data(), 0, s));
   }
 };
 
@@ -182,6 +189,14 @@ namespace linear_ce {
 // `P`, in `st`'s vocabulary order: every tile visited until the caller sets the tile maxima (and
 // where the classes go).
 CeClassifyParams classify_params(const LinearCeState& st, const LossProgram& P);
+
+// Whether the backward on the Hopper products reads an ordered segment's weights in position
+// order from its gradient buffer: the forward left its copy there (`copy_in_grad_buffer`), and
+// dC goes there in 16-bit rows of `dim` (LinearCeBackward.cpp).
+inline bool weights_read_by_position(bool copy_in_grad_buffer, bool grad_16, int64_t grad_stride,
+                                     int64_t dim) {
+  return copy_in_grad_buffer && grad_16 && grad_stride == dim;
+}
 
 // The backward's budget for its G buffer (LinearCeOptions::grad_buffer_bytes): `asked` if set,
 // else kPositionOrderGradBufferBytes where it stages no weights and reads some in position

@@ -63,6 +63,12 @@ struct LinearCeWorkspace {
   int64_t saved_end = 0, forward_end = 0, total_bytes = 0;
 };
 
+// The address of `slice` in the region that starts at `region_start` (saved_end, forward_end or
+// 0) and was allocated at `base`; nullptr for an empty slice.
+inline void* slice_address(void* base, int64_t region_start, const WorkspaceSlice& slice) {
+  return slice.bytes ? static_cast<char*>(base) + (slice.offset - region_start) : nullptr;
+}
+
 // Sizes everything for `shape`; throws std::invalid_argument on an unsupported shape (more
 // than 4 segments, dim not a multiple of 8, an empty segment).
 LinearCeWorkspace plan_linear_ce(const LinearCeShape& shape);

@@ -64,7 +64,8 @@ void expect_regions(const LinearCeWorkspace& ws) {
         &ws.teacher_lse, &ws.teacher_target_logit})
     EXPECT_TRUE(inside(*s, 0, ws.saved_end)) << s->offset;
   for (const WorkspaceSlice* s :
-       {&ws.part_max, &ws.part_sum, &ws.part_zsum, &ws.tile_max, &ws.kl_parts, &ws.teacher_tile_max})
+       {&ws.part_max, &ws.part_sum, &ws.part_zsum, &ws.tile_max, &ws.kl_parts,
+        &ws.teacher_tile_max})
     EXPECT_TRUE(inside(*s, ws.saved_end, ws.forward_end)) << s->offset;
   for (const WorkspaceSlice* s :
        {&ws.row_grad, &ws.tile_class, &ws.row_list, &ws.pair_visit, &ws.target_slot})

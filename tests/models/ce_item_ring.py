@@ -2,10 +2,10 @@
 """The persistent loss products' ring of tagged stages, checked on a model of its warps.
 
 kernels_templates/ce_wgmma_items.cuh's gemm_loop_sm90_ws_items runs a persistent CTA's output
-tiles ("items") through one ring of S stages: the loading warp (ItemRingLoader) waits for a stage to be
-empty (its mbarrier empty[s], one arrival per computing warpgroup's threads), writes the stage's
-tag (item, which warpgroups skip the step, last step of the item) and arrives on full[s] (one
-arrival); each of the two computing warpgroups waits for full[s], reads the tag, and either
+tiles ("items") through one ring of S stages: the loading warp (ItemRingLoader) waits for a stage
+to be empty (its mbarrier empty[s], one arrival per computing warpgroup's threads), writes the
+stage's tag (item, which warpgroups skip the step, last step of the item) and arrives on full[s]
+(one arrival); each of the two computing warpgroups waits for full[s], reads the tag, and either
 skips the step (releasing the stage it still held from its last products, then this one) or
 issues its products on it and releases the stage before (once those products are done); after an
 item's last step it releases what it holds and runs the item's epilogue. An mbarrier's wait
