@@ -1,7 +1,7 @@
 // What the fused linear cross-entropy's forward (LinearCe.cpp) and backward
-// (LinearCeBackward.cpp) share: a program's compiled kernels, the launch helper, the storage of
-// library-allocated outputs, and the state the forward saves for the backward. Private to those
-// two files.
+// (LinearCeBackward.cpp) share: a program's compiled kernels (LinearCeKernels.cpp), the launch
+// helper, the storage of library-allocated outputs, and the state the forward saves for the
+// backward. Private to those files.
 #pragma once
 
 #include <algorithm>
