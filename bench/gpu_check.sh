@@ -6,7 +6,8 @@
 #                             [sustained]
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), BENCH_SPACERS (e.g. "3 29": one bench
 #        process per memory placement), PACK=1 (the files but the summary into OUTDIR.tgz),
-#        TILEJIT_GPU_BUILD (build dir),
+#        TILEJIT_GPU_BUILD (build dir; or a folder of binaries from bench/gpu_binaries.sh, which
+#        are run as they are, with no build here),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10"), BANDS (the bands step's
 #        TILEJIT_ATTENTION_BAND values, default "1 2 4 8"), BANDS_ARGS (its bench arguments),
@@ -27,14 +28,40 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,nohead
 jobs=$(nproc)
 bdir=${TILEJIT_GPU_BUILD:-build-gpu}  # build tree, kept between calls on the GPU host
 
-# A tree unpacked by `git archive` carries its commit's time on every file, which can be older
-# than a kept build's outputs: ninja would then keep the last tree's objects (and its embedded
-# kernel templates). When the sources differ from the last build's, every file is made newer.
-source_hash() {
-  find CMakeLists.txt cmake compiler runtime kernels_templates capi dsl tools tests bench \
-    examples python -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum | md5sum | cut -d' ' -f1
-}
-if has tests; then
+source bench/source_hash.sh
+# Binaries built elsewhere by bench/gpu_binaries.sh (TILEJIT_GPU_BUILD=their folder): nothing is
+# built here, and they must come from these sources (their kernel templates are built in).
+prebuilt=0
+if [ -f "$bdir/.prebuilt" ]; then
+  prebuilt=1
+  if [ "$(cat "$bdir/.prebuilt")" != "$(binaries_hash)" ]; then
+    note "prebuilt binaries in $bdir come from other sources: rebuild them with bench/gpu_binaries.sh"
+    exit 1
+  fi
+  export LD_LIBRARY_PATH="$(cd "$bdir" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TILEJIT_TEST_SOURCE_DIR="$PWD"  # the example programs and goldens the tests read
+  note "prebuilt binaries: $bdir"
+fi
+if has tests && [ $prebuilt = 1 ]; then
+  # ctest's files name the building host's paths: the GPU test executables run directly
+  t0=$(date +%s)
+  failed=0
+  for exe in $(find "$bdir/tests" -type f -executable | sort); do
+    log="$out/test_$(basename "$exe").log"
+    timeout 600 "$exe" --gtest_brief=1 >"$log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || failed=$((failed + 1))
+    note "test $(basename "$exe"): rc=$rc $(grep -E '^\[  PASSED  \]' "$log" | tail -1)" \
+      "$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}[.,].*/\1 skipped/p' "$log")"
+    grep -E '^\[  FAILED  \]' "$log" | head -10 | tee -a "$summary"
+  done
+  note "tests: $failed executables failed ($(( $(date +%s) - t0 ))s)"
+  $bdir/tools/tilejit demo >"$out/demo.log" 2>&1
+  note "demo: rc=$?"; tail -15 "$out/demo.log"
+elif has tests; then
+  # A tree unpacked by `git archive` carries its commit's time on every file, which can be older
+  # than a kept build's outputs: ninja would then keep the last tree's objects (and its embedded
+  # kernel templates). When the sources differ from the last build's, every file is made newer.
   t0=$(date +%s)
   hash=$(source_hash)
   if [ -f "$bdir/.source_hash" ] && [ "$(cat "$bdir/.source_hash")" != "$hash" ]; then
@@ -60,6 +87,7 @@ fi
 
 # libtilejit_c for the Python steps, configuring the build tree where no `tests` step did
 build_capi() {
+  [ $prebuilt = 1 ] && return
   [ -f "$bdir/CMakeCache.txt" ] || cmake -S . -B $bdir -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/configure.log" 2>&1
   cmake --build $bdir -j "$jobs" --target tilejit_c >>"$out/build.log" 2>&1
@@ -98,7 +126,8 @@ fi
 run_harness() {  # name
   local name=$1 dir="$bdir/harness"
   mkdir -p "$dir"
-  if bash "tests/gpu/build_${name}_harness.sh" "$dir" >"$out/${name}_build.log" 2>&1; then
+  if [ $prebuilt = 1 ] ||
+    bash "tests/gpu/build_${name}_harness.sh" "$dir" >"$out/${name}_build.log" 2>&1; then
     timeout 300 "$dir/${name}_harness" "$out" >"$out/${name}.log" 2>&1
     note "$name harness: rc=$?"
     grep -vE '^\{' "$out/${name}.log" | tail -40

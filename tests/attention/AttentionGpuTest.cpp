@@ -23,6 +23,7 @@
 #include "runtime/MaskAnalysis.h"
 #include "tests/attention/AttentionTestSupport.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -69,7 +70,7 @@ std::vector<AttentionProgram> standard_programs() {
   std::vector<AttentionProgram> out;
   std::vector<std::filesystem::path> files;
   for (const auto& e :
-       std::filesystem::directory_iterator(std::string(TILEJIT_SOURCE_DIR) + "/examples/programs"))
+       std::filesystem::directory_iterator(tilejit::testing::examples_dir()))
     if (e.path().extension() == ".tj") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {

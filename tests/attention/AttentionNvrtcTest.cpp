@@ -27,6 +27,7 @@
 #include "runtime/Nvrtc.h"
 #include "runtime/ProgramKernels.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -44,7 +45,7 @@ const char* const kArchs[] = {"sm_80", "sm_90a"};
 std::vector<AttentionProgram> example_programs() {
   std::vector<std::filesystem::path> files;
   for (const auto& e :
-       std::filesystem::directory_iterator(std::string(TILEJIT_SOURCE_DIR) + "/examples/programs"))
+       std::filesystem::directory_iterator(tilejit::testing::examples_dir()))
     if (e.path().extension() == ".tj") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   std::vector<AttentionProgram> out;

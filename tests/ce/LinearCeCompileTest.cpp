@@ -22,12 +22,13 @@
 #include "runtime/Nvrtc.h"
 #include "runtime/ProgramKernels.h"
 #include "tests/runtime/RuntimeTestSupport.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
 
 std::string example(const std::string& name) {
-  return std::string(TILEJIT_EXAMPLES_DIR) + "/" + name + ".tj";
+  return tilejit::testing::examples_dir() + "/" + name + ".tj";
 }
 
 const LossProgram& loss_of(const ParsedProgram& p) { return std::get<LossProgram>(p); }

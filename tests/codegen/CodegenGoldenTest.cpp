@@ -9,12 +9,13 @@
 
 #include "compiler/codegen/CudaCodegen.h"
 #include "tests/codegen/CodegenTestPrograms.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
 
 std::string golden_path(const std::string& name) {
-  return std::string(TILEJIT_SOURCE_DIR) + "/tests/codegen/golden/" + name;
+  return tilejit::testing::source_dir() + "/tests/codegen/golden/" + name;
 }
 
 void check_golden(const std::string& name, const std::string& actual) {

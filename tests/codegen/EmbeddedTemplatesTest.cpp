@@ -6,6 +6,7 @@
 
 #include "compiler/codegen/CudaCodegen.h"
 #include "kernels_templates/Embedded.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -23,7 +24,7 @@ TEST(EmbeddedTemplates, MatchTheSourceFiles) {
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   for (std::string_view name : names) {
     std::string on_disk =
-        read_file(std::string(TILEJIT_SOURCE_DIR) + "/kernels_templates/" + std::string(name));
+        read_file(tilejit::testing::source_dir() + "/kernels_templates/" + std::string(name));
     EXPECT_TRUE(embedded_template(name) == on_disk)
         << name << " differs from the file on disk (is the build stale?)";
   }

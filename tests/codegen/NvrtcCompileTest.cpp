@@ -20,6 +20,7 @@
 #include "runtime/Nvrtc.h"
 #include "tests/codegen/CodegenTestPrograms.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -144,7 +145,7 @@ TEST(NvrtcCompile, ExamplePrograms) {
   std::vector<Job> jobs;
   std::vector<std::filesystem::path> files;
   for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(TILEJIT_SOURCE_DIR) + "/examples/programs"))
+       std::filesystem::directory_iterator(tilejit::testing::examples_dir()))
     if (entry.path().extension() == ".tj") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   ASSERT_FALSE(files.empty());

@@ -13,6 +13,7 @@
 #include "runtime/cpu/CpuAttention.h"
 #include "tests/cpu/CpuTestSupport.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -21,7 +22,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 AttentionProgram example(const std::string& name) {
   return std::get<AttentionProgram>(
-      load_program(std::string(TILEJIT_EXAMPLES_DIR) + "/" + name + ".tj"));
+      load_program(tilejit::testing::examples_dir() + "/" + name + ".tj"));
 }
 
 struct Case {

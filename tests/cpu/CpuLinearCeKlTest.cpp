@@ -17,6 +17,7 @@
 #include "runtime/cpu/CpuLinearCe.h"
 #include "tests/cpu/CpuTestSupport.h"
 #include "tests/cpu/LinearCeCase.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit::testing {
 namespace {
@@ -177,7 +178,7 @@ TEST(CpuLinearCeKl, RandomLayoutsAndTerms) {
 }
 
 TEST(CpuLinearCeKl, DistillationExample) {
-  std::ifstream file(std::string(TILEJIT_EXAMPLES_DIR) + "/distill.tj");
+  std::ifstream file(tilejit::testing::examples_dir() + "/distill.tj");
   ASSERT_TRUE(file) << "examples/programs/distill.tj";
   std::stringstream text;
   text << file.rdbuf();

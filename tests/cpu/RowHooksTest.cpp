@@ -14,6 +14,7 @@
 #include "runtime/cpu/RowHooks.h"
 #include "tests/cpu/CpuTestSupport.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 #ifdef TILEJIT_HAVE_LLVM
 #include "runtime/cpu/LlvmHooks.h"
 #endif
@@ -124,7 +125,7 @@ TEST(RowHooks, LlvmMatchesInterpreterOnExamplePrograms) {
   if (!have_llvm_hooks()) GTEST_SKIP() << "built without LLVM";
   std::mt19937_64 rng(7);
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(TILEJIT_EXAMPLES_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(tilejit::testing::examples_dir())) {
     if (entry.path().extension() != ".tj") continue;
     SCOPED_TRACE(entry.path().string());
     compare_program(load_program(entry.path().string()), rng, 300);

@@ -12,6 +12,7 @@
 #include "dsl/Stdlib.h"
 #include "dsl/TextForm.h"
 #include "tests/support/RandomProgram.h"
+#include "tests/support/SourceTree.h"
 
 namespace tilejit {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 using namespace dsl;
 
 std::string example_path(const std::string& name) {
-  return std::string(TILEJIT_EXAMPLES_DIR) + "/" + name + ".tj";
+  return tilejit::testing::examples_dir() + "/" + name + ".tj";
 }
 
 void expect_same(const AttentionProgram& a, const AttentionProgram& b) {
@@ -66,7 +67,7 @@ TEST(TextForm, EveryExampleFileIsAStandardProgram) {
   for (const auto& p : stdlib::standard_attention_programs()) names.insert(p.name);
   for (const auto& p : stdlib::standard_loss_programs()) names.insert(p.name);
   size_t files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(TILEJIT_EXAMPLES_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(tilejit::testing::examples_dir())) {
     if (entry.path().extension() != ".tj") continue;
     ++files;
     EXPECT_TRUE(names.count(entry.path().stem().string())) << entry.path();
