@@ -13,6 +13,8 @@ out=${2:?usage}
 arch=${3:-sm_90a}
 shift 3 2>/dev/null || shift $#
 cd "$(dirname "$0")/.."
+command -v cuobjdump >/dev/null ||
+  { echo "sass_stats.sh: cuobjdump not found (it comes with the CUDA toolkit's binary utilities)" >&2; exit 1; }
 progs=${*:-$(ls examples/programs/*.tj | xargs -n1 basename | sed 's/\.tj$//')}
 mkdir -p "$out/cubin"
 printf '%-22s %-44s %5s %5s %6s %5s %5s %5s %5s %4s %5s %5s %5s\n' program kernel regs stack \
