@@ -5,8 +5,9 @@
 #   bench/gpu_binaries.sh DEST [BUILD_DIR]      (BUILD_DIR default build-gpu-host)
 #   then on the GPU host: TILEJIT_GPU_BUILD=DEST bench/gpu_check.sh OUTDIR [steps...]
 # DEST holds the GPU test executables, the GPU benches, the CLI, libtilejit_c, the two standalone
-# harnesses, the non-system shared libraries they link (DEST/lib) and `.prebuilt`, the sources'
-# hash: gpu_check.sh refuses binaries built from other sources. Stripped, about 30 MB.
+# harnesses, the non-system shared libraries they link (DEST/lib), `.prebuilt` (the sources'
+# hash: gpu_check.sh refuses binaries built from other sources) and `.prebuilt_sources` (each
+# file's md5sum, to name the files that differ). Stripped, about 30 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:?usage: bench/gpu_binaries.sh DEST [BUILD_DIR]}
@@ -42,5 +43,6 @@ done
 # fmt is the one shared library outside glibc, the toolchain and CUDA that the programs link
 ldd "$dest"/tools/tilejit "$dest"/bench/* | awk '$3 ~ /libfmt/ {print $3}' | sort -u |
   xargs -r cp -L -t "$dest/lib"
+binaries_sources >"$dest/.prebuilt_sources"
 binaries_hash >"$dest/.prebuilt"
 echo "prebuilt binaries in $dest ($(du -sh "$dest" | cut -f1)), sources $(cat "$dest/.prebuilt")"

@@ -36,6 +36,7 @@ if [ -f "$bdir/.prebuilt" ]; then
   prebuilt=1
   if [ "$(cat "$bdir/.prebuilt")" != "$(binaries_hash)" ]; then
     note "prebuilt binaries in $bdir come from other sources: rebuild them with bench/gpu_binaries.sh"
+    binaries_sources | diff "$bdir/.prebuilt_sources" - | grep '^[<>]' | head -10 | tee -a "$summary"
     exit 1
   fi
   export LD_LIBRARY_PATH="$(cd "$bdir" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
