@@ -18,8 +18,9 @@
 // the peers count their gradients; the workspace pool emptied before the step, not within it),
 // fwd_saved_mb (what the forward keeps for backward), pool_held_mb (what the workspace pool keeps
 // for the next step), grad_outputs_mb; filter_threshold (as the forward ran),
-// filter_threshold_requested (-1: the default), vocab_ordered, surviving_fraction (null where the
-// library does not read it back, as in natural order); loss, nan_outputs (outputs are NaN-poisoned
+// filter_threshold_requested (-1: the default), vocab_ordered, surviving_fraction and
+// computed_half_fraction (of the surviving tiles' 64-row halves, those not all zero; null where the
+// library does not read them back, as in natural order); loss, nan_outputs (outputs are NaN-poisoned
 // first), d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics
 // of the VocabOrder. A row that failed (a KL term before the GPU path has one) has "error" instead.
 #include <fmt/format.h>
@@ -306,7 +307,7 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
 struct Timing {
   std::vector<double> fwd_ms, fwd_bwd_ms;
   // As the last forward + backward ran.
-  double surviving = -1, threshold = 0;
+  double surviving = -1, halves = -1, threshold = 0;
   bool ordered = false;
 };
 
@@ -322,6 +323,7 @@ Timing time_steps(const ModeCalls& calls, const GradOutputs& outs, bool outputs_
         LinearCeForward f = calls.forward(early);
         LinearCeGradients g = calls.backward(f, outs.views);
         t.surviving = g.surviving_fraction, t.threshold = f.filter_threshold;
+        t.halves = g.computed_half_fraction;
         t.ordered = f.vocab_ordered;
       },
       reps, label + " fwd+bwd");
@@ -360,6 +362,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   j.add("filter_threshold", t.threshold)
       .add("filter_threshold_requested", double(calls.options.filter_threshold));
   j.add("vocab_ordered", t.ordered).add("surviving_fraction", surviving);
+  j.add("computed_half_fraction", t.halves >= 0 ? std::optional(t.halves) : std::nullopt);
   j.add("d_hidden_rel_diff_vs_exact", diff);
   j.add("fwd_ms", median(t.fwd_ms)).add("fwd_bwd_ms", median(t.fwd_bwd_ms));
   j.add("fwd_ms_mean", mean(t.fwd_ms)).add("fwd_bwd_ms_mean", mean(t.fwd_bwd_ms));
@@ -389,7 +392,7 @@ void measure_mode(const CeShape& shape, const LossProgram& prog, CeProblem& p, C
   fmt::print(stderr,
              "  {:9s} first {:6.2f} s  fwd {:8.2f} ms  fwd+bwd {:8.2f} ms  {:7.0f} MB  {}\n",
              mode_name(mode), first_s, median(t.fwd_ms), median(t.fwd_bwd_ms), m.fwd_bwd_mb,
-             surviving ? fmt::format("tiles {:.3f}", *surviving) : "");
+             surviving ? fmt::format("tiles {:.3f} halves {:.3f}", *surviving, t.halves) : "");
 }
 
 void emit_error(const CeShape& shape, CeDataKind kind, Mode mode, const std::string& message) {

@@ -236,9 +236,11 @@ struct LinearCeGradients {
   TensorView d_hidden;                            // f32 [N, D]; 0 on ignored rows
   std::vector<TensorView> d_weight;               // per segment (as given, else f32)
   std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
-  // Filtering as it ran: the fraction of tiles that survived (1 with filtering off), and whether
-  // they were visited in the forward's order.
+  // Filtering as it ran: the fraction of tiles that survived (1 with filtering off), of the
+  // surviving tiles' 64-row halves the fraction computed (the rest are zero and skipped), and
+  // whether they were visited in the forward's order.
   double surviving_fraction = -1;
+  double computed_half_fraction = -1;
   bool vocab_ordered = false;
   // What the library allocated: the outputs the caller did not give (the kernels may still be
   // running when the call returns). Drop it to free them. (The backward's scratch is freed in

@@ -190,16 +190,21 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
   else
     classify_all(layout);
   list_tiles(layout);
-  g.surviving_fraction = 1;
+  g.surviving_fraction = g.computed_half_fraction = 1;
   // Each vocabulary tile's visited row tiles: all of them, unless the classes are read back.
   std::vector<int32_t> tile_pairs(num_tiles, row_tiles);
   if (filtered) {  // keep filtering (and the order) only if it saves more than it costs
+    std::vector<int32_t> tile_halves(num_tiles);
     driver->stream_synchronize(stream);
     driver->memcpy_dtoh(tile_pairs.data(), reinterpret_cast<CUdeviceptr>(p.col_count),
                         tile_pairs.size() * sizeof(int32_t));
+    driver->memcpy_dtoh(tile_halves.data(), reinterpret_cast<CUdeviceptr>(p.col_steps),
+                        tile_halves.size() * sizeof(int32_t));
     const int64_t visited = std::accumulate(tile_pairs.begin(), tile_pairs.end(), int64_t{0});
+    const int64_t halves = std::accumulate(tile_halves.begin(), tile_halves.end(), int64_t{0});
     const int64_t total = int64_t(row_tiles) * num_tiles;
     g.surviving_fraction = surviving_fraction(visited, total);
+    g.computed_half_fraction = visited > 0 ? double(halves) / double(2 * visited) : 1.0;
     if (st.order.state) st.order.state->record_survival(*st.order.tables, g.surviving_fraction);
     const bool filter = filter_backward(visited, total, st.order.tables != nullptr);
     g.vocab_ordered = st.order.tables && filter;
@@ -210,6 +215,7 @@ LinearCeGradients linear_cross_entropy_backward(const LinearCeForward& forward,
       classify_all(layout);
       list_tiles(layout);
       std::fill(tile_pairs.begin(), tile_pairs.end(), row_tiles);
+      g.computed_half_fraction = 1;
     }
   }
   const bool some_skipped = p.tile_class != c.tile_class;  // the forward's classes
