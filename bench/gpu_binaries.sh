@@ -35,8 +35,9 @@ cmake --build "$bdir" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$dest"
 mkdir -p "$dest/lib" "$dest/capi" "$dest/harness"
 for p in "${programs[@]}"; do install -D -m 755 -s "$bdir/$p" "$dest/$p"; done
-cp -P "$bdir"/capi/libtilejit_c.so* "$dest/capi/"
-strip "$dest"/capi/libtilejit_c.so.*.*.*
+# the Python package loads it by this name (TILEJIT_LIBRARY); a file, not links, since links may
+# not survive the copy to the GPU host
+install -m 755 -s "$bdir/capi/libtilejit_c.so" "$dest/capi/libtilejit_c.so"
 for name in attention linear_ce; do
   bash "tests/gpu/build_${name}_harness.sh" "$dest/harness" >/dev/null
 done
