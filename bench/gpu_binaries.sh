@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 dest=${1:?usage: bench/gpu_binaries.sh DEST [BUILD_DIR]}
 bdir=${2:-build-gpu-host}
 source bench/source_hash.sh
+case "$(realpath -m "$dest")" in
+  "$(realpath -m "$bdir")" | "$(realpath .)" | /) echo "gpu_binaries.sh: refusing DEST $dest" >&2; exit 1 ;;
+esac
 
 # The executables whose tests launch kernels (the rest of the suite runs in CI).
 gpu_tests=(tests/attention/attention_gpu_test tests/attention/attention_api_test

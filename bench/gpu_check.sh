@@ -7,7 +7,8 @@
 #   env: CTEST_ARGS (e.g. "-R Gpu"), BENCH_ARGS (--quick), BENCH_SPACERS (e.g. "3 29": one bench
 #        process per memory placement), PACK=1 (the files but the summary into OUTDIR.tgz),
 #        TILEJIT_GPU_BUILD (build dir; or a folder of binaries from bench/gpu_binaries.sh, which
-#        are run as they are, with no build here),
+#        are run as they are, with no build here: each test executable whole, one after the
+#        other, CTEST_ARGS not applied),
 #        PY_TEST_TIMEOUT, COMPARE_TIMEOUT (s, default 120 each: the python step stays under
 #        ~4 min), COMPARE_ARGS (default "--quick --repeats 10"), BANDS (the bands step's
 #        TILEJIT_ATTENTION_BAND values, default "1 2 4 8"), BANDS_ARGS (its bench arguments),
@@ -41,6 +42,11 @@ if [ -f "$bdir/.prebuilt" ]; then
   fi
   export LD_LIBRARY_PATH="$(cd "$bdir" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export TILEJIT_TEST_SOURCE_DIR="$PWD"  # the example programs and goldens the tests read
+  missing=$(find "$bdir" -type f -executable -exec ldd {} + 2>/dev/null | grep 'not found' | sort -u)
+  if [ -n "$missing" ]; then
+    note "prebuilt binaries in $bdir need libraries this host lacks:"; note "$missing"
+    exit 1
+  fi
   note "prebuilt binaries: $bdir"
 fi
 if has tests && [ $prebuilt = 1 ]; then

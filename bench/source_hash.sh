@@ -14,7 +14,8 @@ source_hash() {
 }
 binaries_sources() {
   find CMakeLists.txt cmake compiler runtime kernels_templates capi dsl tools tests bench \
-    -name __pycache__ -prune -o -type f ! -name '*.md' ! -name '*.py' ! -name '*.png' \
+    \( -name __pycache__ -o -name 'build*' -type d \) -prune -o -type f ! -name '*.md' \
+    ! -name '*.py' ! -name '*.png' ! -name '*.swp' \
     ! \( -path 'bench/*' ! -name '*.cpp' ! -name '*.h' ! -name CMakeLists.txt \) -print0 \
     2>/dev/null | LC_ALL=C sort -z | xargs -0 md5sum
 }

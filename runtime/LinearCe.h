@@ -238,7 +238,7 @@ struct LinearCeGradients {
   std::vector<std::optional<TensorView>> d_bias;  // per segment, set when it has a bias
   // Filtering as it ran: the fraction of tiles that survived (1 with filtering off), of the
   // surviving tiles' 64-row halves the fraction computed (the rest are zero and skipped), and
-  // whether they were visited in the forward's order.
+  // whether they were visited in the forward's order. The fractions are -1 where no row is kept.
   double surviving_fraction = -1;
   double computed_half_fraction = -1;
   bool vocab_ordered = false;

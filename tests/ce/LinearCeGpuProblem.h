@@ -424,9 +424,14 @@ class Problem {
     ordered_forward_ = fwd.vocab_ordered;
     ordered_backward_ = g.vocab_ordered;
     surviving_ = g.surviving_fraction;
-    // Every visited tile computes one or both of its 64-row halves.
-    EXPECT_GE(g.computed_half_fraction, 0.5);
-    EXPECT_LE(g.computed_half_fraction, 1.0);
+    // Every visited tile computes one or both of its 64-row halves; with no row kept, nothing
+    // is classified and both fractions stay unset (-1).
+    if (g.surviving_fraction >= 0) {
+      EXPECT_GE(g.computed_half_fraction, 0.5);
+      EXPECT_LE(g.computed_half_fraction, 1.0);
+    } else {
+      EXPECT_EQ(g.computed_half_fraction, -1);
+    }
   }
 
   // Every dropped gradient entry g[r, v] is below thr * w_r (w_r: row r's upstream weight times
