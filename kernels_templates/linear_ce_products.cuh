@@ -148,47 +148,71 @@ struct ProductItems {
 
 // dE's epilogue for the output tile (row tile rt, columns d0..) of a CTA type Cta: the chunk's
 // products in acc, plus on the first chunk the smoothing term and the rows' target corrections
-// (written), or added to what earlier chunks wrote.
+// (written), or added to what earlier chunks wrote. Every load of a row's batch of entries is
+// issued before the batch's first store: the compiler cannot tell the stores from the loads
+// (E's rows, the weights, dE itself), so a load placed after a store waits for it, and entry
+// by entry the epilogue was one round trip to memory per entry (64 per row tile and thread).
 template <class Cta, bool kF16>
 __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt, int d0,
                                                    const typename Cta::Acc& acc) {
+  // a thread's rows; its entries of a row loaded together
+  constexpr int kRows = Cta::kMI * 2, kBatch = Cta::kNI < 16 ? Cta::kNI : 16;
+  static_assert(Cta::kNI % kBatch == 0, "whole batches");
   const CeLayout& L = p.layout;
   const CeRows& R = p.rows;
-  const float smooth = p.uniform;
+  // The rows' destinations and first-chunk terms, all read before any store.
+  float* dst[kRows];
+  float gs[kRows], tg[kRows];
+  const u16* ct[kRows];
 #pragma unroll
-  for (int mi = 0; mi < Cta::kMI; ++mi)
+  for (int r = 0; r < kRows; ++r) {
+    const int k = rt * kTileRows + acc_row<Cta>(r >> 1, r & 1);
+    dst[r] = nullptr;
+    gs[r] = tg[r] = 0.f;
+    ct[r] = nullptr;
+    if (k >= R.n_kept) continue;
+    dst[r] = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
+    if (!p.first_chunk) continue;
+    if (p.weight_colsum) gs[r] = -p.row_grad[k] * p.uniform;
+    // The row's target entry, when it is a sparse correction: dE_k += t_k C[target].
+    if (p.target_grad && target_is_correction(p, k)) {
+      ct[r] = slot_weight_row(L, p.target_slot[k]);
+      tg[r] = p.target_grad[k];
+    }
+  }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int k = rt * kTileRows + acc_row<Cta>(mi, h);
-      if (k >= R.n_kept) continue;
-      float* dst = p.d_hidden + (long long)R.kept[k] * p.d_hidden_stride;
-      float gs = p.weight_colsum && p.first_chunk ? -p.row_grad[k] * smooth : 0.f;
-      // The row's target entry, when it is a sparse correction: dE_k += t_k C[target].
-      const bool corrected = p.first_chunk && p.target_grad && target_is_correction(p, k);
-      const u16* ct = corrected ? slot_weight_row(L, p.target_slot[k]) : nullptr;
-      const float tg = corrected ? p.target_grad[k] : 0.f;
+  for (int r = 0; r < kRows; ++r) {
+    if (!dst[r]) continue;
+    const int mi = r >> 1, h = r & 1;
 #pragma unroll
-      for (int ni = 0; ni < Cta::kNI; ++ni) {
-        int d = d0 + acc_col<Cta>(ni);
+    for (int n0 = 0; n0 < Cta::kNI; n0 += kBatch) {
+      float2 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int ni = n0 + j, d = d0 + acc_col<Cta>(ni);
+        v[j] = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
         if (d >= R.dim) continue;
-        float2 v = make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
-        if (gs != 0.f) {
-          v.x += gs * p.weight_colsum[d];
-          v.y += gs * p.weight_colsum[d + 1];
+        if (gs[r] != 0.f) {
+          v[j].x += gs[r] * p.weight_colsum[d];
+          v[j].y += gs[r] * p.weight_colsum[d + 1];
         }
-        if (ct) {
-          v.x += tg * to_float<kF16>(ct[d]);
-          v.y += tg * to_float<kF16>(ct[d + 1]);
+        if (ct[r]) {
+          v[j].x += tg[r] * to_float<kF16>(ct[r][d]);
+          v[j].y += tg[r] * to_float<kF16>(ct[r][d + 1]);
         }
-        float2* o = reinterpret_cast<float2*>(dst + d);
         if (!p.first_chunk) {
-          float2 old = *o;
-          v.x += old.x;
-          v.y += old.y;
+          const float2 old = *reinterpret_cast<const float2*>(dst[r] + d);
+          v[j].x += old.x;
+          v[j].y += old.y;
         }
-        *o = v;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int d = d0 + acc_col<Cta>(n0 + j);
+        if (d < R.dim) *reinterpret_cast<float2*>(dst[r] + d) = v[j];
       }
     }
+  }
 }
 
 // dE on the Hopper loop, persistent: the items are the (row tile, dim tile) pairs in
@@ -398,25 +422,41 @@ __device__ __forceinline__ void linear_ce_dweight_items(const CeBwdParams& p,
             acc[mi][ni][h * 2 + 1] += smooth * p.hidden_wsum[d + 1];
           }
     if (held > 0) add_target_rows_to_acc<Cta, kF16>(p, tile, d0, held, acc);
+    // The rows' places and the segment's output, read before the first store (which the
+    // compiler cannot tell from these reads), the dtype's branch taken once per row.
+    constexpr int kRows = Cta::kMI * 2;
+    long long row[kRows];
 #pragma unroll
-    for (int mi = 0; mi < Cta::kMI; ++mi)
+    for (int r = 0; r < kRows; ++r) {
+      const int pos = lbase + Cta::row(r >> 1, r & 1);
+      row[r] = pos < S.size ? (long long)d_weight_row(S, pos) * S.d_weight_stride : -1;
+    }
+    void* const d_weight = S.d_weight;
+    const bool d_weight_16 = S.d_weight_16;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int pos = lbase + Cta::row(mi, h);
-        if (pos >= S.size) continue;
-        const long long row = (long long)d_weight_row(S, pos) * S.d_weight_stride;
+    for (int r = 0; r < kRows; ++r) {
+      if (row[r] < 0) continue;
+      const int mi = r >> 1, h = r & 1;
+      if (d_weight_16) {
+        u16* const out = static_cast<u16*>(d_weight) + row[r];
 #pragma unroll
         for (int ni = 0; ni < Cta::kNI; ++ni) {
           const int d = d0 + Cta::col(ni);
-          if (d >= R.dim) continue;
-          const float x = acc[mi][ni][h * 2], y = acc[mi][ni][h * 2 + 1];
-          if (S.d_weight_16)
-            *reinterpret_cast<u32*>(static_cast<u16*>(S.d_weight) + row + d) = pack2<kF16>(x, y);
-          else
-            *reinterpret_cast<float2*>(static_cast<float*>(S.d_weight) + row + d) =
-                make_float2(x, y);
+          if (d < R.dim)
+            *reinterpret_cast<u32*>(out + d) =
+                pack2<kF16>(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+        }
+      } else {
+        float* const out = static_cast<float*>(d_weight) + row[r];
+#pragma unroll
+        for (int ni = 0; ni < Cta::kNI; ++ni) {
+          const int d = d0 + Cta::col(ni);
+          if (d < R.dim)
+            *reinterpret_cast<float2*>(out + d) =
+                make_float2(acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
         }
       }
+    }
   };
   typename Cta::Acc acc;
   gemm_loop_sm90_ws_items<Cta, kF16, false, false>(smem, load_items, item_begin, item_done, acc);
