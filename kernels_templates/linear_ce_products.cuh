@@ -150,8 +150,9 @@ struct ProductItems {
 // products in acc, plus on the first chunk the smoothing term and the rows' target corrections
 // (written), or added to what earlier chunks wrote. Every load of a row's batch of entries is
 // issued before the batch's first store: the compiler cannot tell the stores from the loads
-// (E's rows, the weights, dE itself), so a load placed after a store waits for it, and entry
-// by entry the epilogue was one round trip to memory per entry (64 per row tile and thread).
+// (the weights' column sums and rows, dE itself), so a load placed after a store waits for it;
+// entry by entry, the epilogue made one round trip to memory per entry (64 per output tile and
+// thread on the Hopper loop).
 template <class Cta, bool kF16>
 __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt, int d0,
                                                    const typename Cta::Acc& acc) {
