@@ -16,6 +16,7 @@ usage="usage: bench/ab_attention_bench.sh OUTDIR TREE... [-- bench arguments]"
 default_args=(--masks causal,alibi_causal,softcap_causal --shapes 2,16,8192,128,16 --reps 30)
 source "$(dirname "$0")/ab_trees.sh"
 for i in "${!trees[@]}"; do
+  ab_prebuilt "${names[$i]}" attention_gpu_bench && continue
   ( cmake -S "${trees[$i]}" -B "$out/${names[$i]}/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/${names[$i]}.configure.log" 2>&1 &&
     cmake --build "$out/${names[$i]}/build" -j "$jobs" --target attention_gpu_bench \

@@ -16,6 +16,7 @@ usage="usage: bench/ab_ce_bench.sh OUTDIR TREE... [-- bench arguments]"
 default_args=(--kinds zipf --shapes gemma2_2b,llama3_8b --modes exact,state --iters 5)
 source "$(dirname "$0")/ab_trees.sh"
 build() {  # side tree
+  ab_prebuilt "$1" linear_ce_gpu_bench && return
   cmake -S "$2" -B "$out/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILEJIT_WITH_LLVM=OFF \
     -DTILEJIT_BUILD_BENCH=ON >"$out/$1/configure.log" 2>&1 &&
     cmake --build "$out/$1/build" -j "$jobs" --target linear_ce_gpu_bench >"$out/$1/build.log" 2>&1

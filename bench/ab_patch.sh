@@ -4,21 +4,41 @@
 # (AB_KIND=attention, the default) or bench/ab_ce_bench.sh (AB_KIND=ce: the fused loss) times it
 # ("head") against this tree ("base"), both built once.
 #   bench/ab_patch.sh OUTDIR PATCH [-- attention_gpu_bench or linear_ce_gpu_bench arguments]
+# The builds can be made on another host (no GPU needed) and carried, so that the GPU's call only
+# runs kernels:
+#   bench/ab_patch.sh --prebuild DEST PATCH                  (builds into DEST, about 5 MB)
+#   AB_PREBUILT=DEST bench/ab_patch.sh OUTDIR PATCH [-- ...] (on the GPU host: builds nothing)
+# DEST/.prebuilt names the sources and the patch they were built from; a tree or patch that
+# differs is refused.
 #   env: TEST_FILTER (ctest -R of the patched tree, default AttentionGpu, or LinearCeGpu with
-#          AB_KIND=ce; empty: no tests),
+#          AB_KIND=ce; with AB_PREBUILT a gtest filter, default AttentionGpu.* or LinearCeGpu.*;
+#          empty: no tests),
 #        TEST_TIMEOUT (s, default 240: a kernel that hangs stops the tests there, and no timing
 #          follows), SANITIZE_FILTER (a gtest filter run under memcheck, racecheck and synccheck
 #          on the patched tree, default none), AB_WORK (build trees, default /tmp/ab_patch; kept
 #          out of OUTDIR so that only logs come back: at most seven files), and
 #          the A/B script's AB_ROUNDS (and ab_attention_bench.sh's AB_SPACERS)
 set -uo pipefail
-usage="usage: bench/ab_patch.sh OUTDIR PATCH [-- bench arguments]"
+usage="usage: bench/ab_patch.sh OUTDIR PATCH [-- bench arguments] | --prebuild DEST PATCH"
+prebuild=""
+if [ "${1:-}" = --prebuild ]; then
+  prebuild=$(realpath -m "${2:?$usage}")
+  shift 2
+  set -- "$prebuild/logs" "$@"
+fi
 out=${1:?$usage}
 patch_file=$(realpath "${2:?$usage}") || { echo "$usage"; exit 2; }
 shift 2
 [ "${1:-}" = "--" ] && shift
 here="$(cd "$(dirname "$0")/.." && pwd)"
 work=${AB_WORK:-/tmp/ab_patch}
+prebuilt=""
+[ -n "${AB_PREBUILT:-}" ] && prebuilt=$(realpath "$AB_PREBUILT")
+# What prebuilt binaries must come from: this tree's compiled sources and the patch.
+stamp() {
+  (cd "$here" && source bench/source_hash.sh && binaries_hash) &&
+    md5sum <"$patch_file" | cut -d' ' -f1
+}
 case "${AB_KIND:-attention}" in  # the GPU test, the bench, the A/B script
   attention) test_bin=tests/attention/attention_gpu_test bench_bin=attention_gpu_bench
     ab_script=ab_attention_bench.sh default_filter=AttentionGpu ;;
@@ -27,6 +47,7 @@ case "${AB_KIND:-attention}" in  # the GPU test, the bench, the A/B script
   *) echo "AB_KIND is attention or ce, not '$AB_KIND'"; exit 2 ;;
 esac
 test_filter=${TEST_FILTER-$default_filter}
+[ -n "$prebuilt" ] && test_filter=${TEST_FILTER-$default_filter.*}
 mkdir -p "$out" "$work"
 t0=$(date +%s)
 elapsed() { echo "$(($(date +%s) - t0))s"; }
@@ -41,27 +62,64 @@ tar -C "$here" --exclude='./build*' --exclude='./.ab' --exclude='./.peers' --exc
 (cd "$work/head" && git apply "$patch_file") || { note "the patch does not apply to this tree"; exit 1; }
 ln -sfn "$here" "$work/base"
 
-# Both built where the A/B script looks (OUT/NAME/build), so it only re-runs CMake.
-configure() {  # side
-  mkdir -p "$work/ab/$1"
-  cmake -S "$work/$1" -B "$work/ab/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/$1_build.log" 2>&1
-}
-jobs=$(nproc)
-(configure base &&
-  cmake --build "$work/ab/base/build" -j $((jobs / 3 + 1)) --target "$bench_bin" \
-    >>"$out/base_build.log" 2>&1
-  note "base build: rc=$? ($(elapsed))") &
-configure head &&
-  cmake --build "$work/ab/head/build" -j "$jobs" --target "$(basename "$test_bin")" "$bench_bin" \
-    >>"$out/head_build.log" 2>&1
-rc=$?
-note "head build: rc=$rc ($(elapsed))"
-wait
-[ $rc -eq 0 ] || { tail -20 "$out/head_build.log"; exit 1; }
+# Both built where the A/B script looks (OUT/NAME/build), so it only re-runs CMake; or, with
+# AB_PREBUILT, copied there from the carried folder.
+if [ -n "$prebuilt" ]; then
+  if [ "$(cat "$prebuilt/.prebuilt" 2>/dev/null)" != "$(stamp)" ]; then
+    note "binaries in $prebuilt come from other sources or another patch: build them again"
+    exit 1
+  fi
+  rm -rf "$work/ab" && mkdir -p "$work" && cp -r "$prebuilt/ab" "$work/ab"
+  export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" AB_PREBUILT=1
+  export TILEJIT_TEST_SOURCE_DIR="$work/head"  # the example programs and goldens the tests read
+  note "prebuilt binaries: $prebuilt"
+else
+  configure() {  # side
+    mkdir -p "$work/ab/$1"
+    cmake -S "$work/$1" -B "$work/ab/$1/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DTILEJIT_WITH_LLVM=OFF -DTILEJIT_BUILD_BENCH=ON >"$out/$1_build.log" 2>&1
+  }
+  jobs=$(nproc)
+  (configure base &&
+    cmake --build "$work/ab/base/build" -j $((jobs / 3 + 1)) --target "$bench_bin" \
+      >>"$out/base_build.log" 2>&1
+    note "base build: rc=$? ($(elapsed))") &
+  configure head &&
+    cmake --build "$work/ab/head/build" -j "$jobs" --target "$(basename "$test_bin")" "$bench_bin" \
+      >>"$out/head_build.log" 2>&1
+  rc=$?
+  note "head build: rc=$rc ($(elapsed))"
+  wait
+  [ $rc -eq 0 ] || { tail -20 "$out/head_build.log"; exit 1; }
+fi
+if [ -n "$prebuild" ]; then  # the binaries, stripped, and the one non-system library they link
+  for side in base head; do
+    bins=("bench/$bench_bin")
+    [ $side = head ] && bins+=("$test_bin")
+    for b in "${bins[@]}"; do
+      install -D -m 755 -s "$work/ab/$side/build/$b" "$prebuild/ab/$side/build/$b" || exit 1
+    done
+  done
+  mkdir -p "$prebuild/lib"
+  ldd "$prebuild/ab/head/build/bench/$bench_bin" | awk '$3 ~ /libfmt/ {print $3}' |
+    xargs -r cp -L -t "$prebuild/lib"
+  stamp >"$prebuild/.prebuilt"
+  note "prebuilt in $prebuild ($(du -sh "$prebuild" | cut -f1)); on the GPU host:" \
+    "AB_PREBUILT=$prebuild bench/ab_patch.sh OUTDIR PATCH"
+  exit 0
+fi
 
 tests_ok=1
-if [ -n "$test_filter" ]; then
+if [ -n "$test_filter" ] && [ -n "$prebuilt" ]; then
+  # (ctest's files name the building host's paths: the test executable runs directly)
+  timeout "${TEST_TIMEOUT:-240}" "$work/ab/head/build/$test_bin" --gtest_filter="$test_filter" \
+    --gtest_brief=1 >"$out/ctest.log" 2>&1
+  rc=$?
+  note "$(basename "$test_bin") --gtest_filter=$test_filter: rc=$rc ($(elapsed))" \
+    "$(grep -E '^\[  (PASSED|SKIPPED)' "$out/ctest.log" | paste -sd' ')"
+  grep -E '^\[  FAILED  \]' "$out/ctest.log" | head -20 | tee -a "$summary"
+  [ $rc -eq 0 ] || tests_ok=0
+elif [ -n "$test_filter" ]; then
   (cd "$work/ab/head/build" &&
     timeout "${TEST_TIMEOUT:-240}" ctest -R "$test_filter" --output-on-failure -j 4) \
     >"$out/ctest.log" 2>&1
