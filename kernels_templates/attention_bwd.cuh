@@ -45,16 +45,6 @@ __device__ __forceinline__ float lse_log2(float lse) {
   return lse == neg_inf() ? pos_inf() : lse * kLog2e;
 }
 
-// dst[0..1] += (a, b) in fp32: one vector reduction on sm_90, two scalar ones before.
-__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(a), "f"(b) : "memory");
-#else
-  atomicAdd(dst, a);
-  atomicAdd(dst + 1, b);
-#endif
-}
-
 // One warp per (b, h, q) row. Grid: ceil(B * Hq * Sq / 8) blocks of 256 threads.
 template <class T, int kHeadDim>
 __device__ __forceinline__ void attention_bwd_preprocess_cta(const AttentionBwdParams& p) {

@@ -47,11 +47,12 @@ __device__ __forceinline__ int warp_lower_bound(const int* list, int n, int valu
 
 // dE's epilogue for the output tile (row tile rt, columns d0..) of a CTA type Cta: the chunk's
 // products in acc, plus on the first chunk the smoothing term and the rows' target corrections
-// (written), or added to what earlier chunks wrote. Every load of a row's batch of entries is
-// issued before the batch's first store: the compiler cannot tell the stores from the loads
-// (the weights' column sums and rows, dE itself), so a load placed after a store waits for it;
-// entry by entry, the epilogue made one round trip to memory per entry (64 per output tile and
-// thread on the Hopper loop).
+// (written), or added to what earlier chunks wrote. A later chunk adds with reductions done in
+// L2 (atomic_add2), so its epilogue waits for no load: each entry gets one addition per launch
+// (one item per output tile), in chunk order, so the sums are the same bits on every run.
+// On the first chunk every load of a row's batch of entries is issued before the batch's first
+// store: the compiler cannot tell the stores from the loads (the weights' column sums and rows),
+// so a load placed after a store waits for it.
 template <class Cta, bool kF16>
 __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt, int d0,
                                                    const typename Cta::Acc& acc) {
@@ -80,6 +81,19 @@ __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt,
       tg[r] = p.target_grad[k];
     }
   }
+  if (!p.first_chunk) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (!dst[r]) continue;
+      const int mi = r >> 1, h = r & 1;
+#pragma unroll
+      for (int ni = 0; ni < Cta::kNI; ++ni) {
+        const int d = d0 + acc_col<Cta>(ni);
+        if (d < R.dim) tjk::atomic_add2(dst[r] + d, acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (!dst[r]) continue;
@@ -99,11 +113,6 @@ __device__ __forceinline__ void write_dhidden_tile(const CeBwdParams& p, int rt,
         if (ct[r]) {
           v[j].x += tg[r] * to_float<kF16>(ct[r][d]);
           v[j].y += tg[r] * to_float<kF16>(ct[r][d + 1]);
-        }
-        if (!p.first_chunk) {
-          const float2 old = *reinterpret_cast<const float2*>(dst[r] + d);
-          v[j].x += old.x;
-          v[j].y += old.y;
         }
       }
 #pragma unroll

@@ -1,5 +1,5 @@
 // Tensor-core building blocks of the portable (sm_80+) attention kernels: 16-bit element
-// types without <cuda_bf16.h>, mma.sync m16n8k16, ldmatrix, cp.async and a swizzled
+// types without <cuda_bf16.h>, mma.sync m16n8k16, ldmatrix, cp.async, fp32 reductions and a swizzled
 // shared-memory tile. Device-only; compiles under NVRTC (no host headers).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .row.col), lane = 4*g + t:
@@ -119,6 +119,17 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// dst[0..1] += (a, b) in fp32, done by the memory system (nothing waits for it): one vector
+// reduction on sm_90, two scalar ones before.
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
