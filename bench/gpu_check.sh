@@ -319,9 +319,10 @@ PY
   done
 fi
 # timeline: each timed call of the fused loss traced launch by launch (TILEJIT_LAUNCH_TRACE,
-# runtime/LaunchTrace.h) and the GPU's idle time per call with its largest gaps
-# (bench/launch_gaps.py); env CE_TIMELINE ("shape:mode ..."; default gemma2_2b:state
-# gemma2_2b:exact).
+# runtime/LaunchTrace.h), the GPU's idle time per call with its largest gaps and each kernel's
+# time and launches per call (bench/launch_gaps.py); env CE_TIMELINE ("shape:mode ..."; default
+# gemma2_2b:state gemma2_2b:exact), CE_TIMELINE_ARGS (more bench arguments, e.g.
+# --grad-buffer-mb 64).
 if has timeline && [ -x $bdir/bench/linear_ce_gpu_bench ]; then
   for e in ${CE_TIMELINE:-gemma2_2b:state gemma2_2b:exact}; do
     shape=${e%%:*} mode=${e##*:}
@@ -331,6 +332,7 @@ if has timeline && [ -x $bdir/bench/linear_ce_gpu_bench ]; then
       --iters 3 ${CE_TIMELINE_ARGS:-} >"$out/timeline_$e.log" 2>&1
     note "timeline $e: rc=$?"
     python3 bench/launch_gaps.py "$out/timeline_$e.jsonl" 2>&1 | tee -a "$summary"
+    python3 bench/launch_gaps.py "$out/timeline_$e.jsonl" --per-call --top 6 2>&1 | tee -a "$summary"
   done
 fi
 # sass: static instruction counts of the example programs' kernels (bench/sass_stats.sh; env

@@ -3,9 +3,16 @@
 
     python3 bench/launch_gaps.py TRACE.jsonl [--min-gap-us 20] [--top 8]
     python3 bench/launch_gaps.py TRACE.jsonl --kernels
+    python3 bench/launch_gaps.py TRACE.jsonl --per-call [--top 8]
 
 --kernels: per kernel name and grid, the number of launches and their median and least
 duration (the events bracket each launch, so a short kernel reads a few microseconds long).
+
+--per-call: per call label (the marker's name without its index), each kernel's time summed
+over one call and its launches per call, the mean over the label's calls but the first (which
+compiles and warms up); the kernels' names without their program hash. It separates a kernel's
+work from its fixed cost per launch where runs differ in launch count (e.g. the fused loss's
+backward chunks at two --grad-buffer-mb budgets).
 
 For every "LABEL i begin" / "LABEL i end" marker pair (bench/linear_ce_gpu_bench.cpp marks each
 timed call): the call's GPU wall time, the time some kernel ran (the union of the kernels'
@@ -22,6 +29,7 @@ def main():
     ap.add_argument("--min-gap-us", type=float, default=20.0)
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--per-call", action="store_true")
     a = ap.parse_args()
     entries = [json.loads(line) for line in open(a.trace) if line.strip()]
     if a.kernels:
@@ -41,6 +49,8 @@ def main():
     if not calls:
         print("no marked calls in", a.trace)
         return 1
+    if a.per_call:
+        return per_call_table(entries, calls, a.top)
     print(f"{'call':40s} {'wall ms':>8s} {'busy ms':>8s} {'idle ms':>8s} {'kernels':>7s}  largest gaps (us: before -> after)")
     for label, b, e in calls:
         t0, t1 = entries[b]["start_ms"], entries[e]["start_ms"]
@@ -59,6 +69,33 @@ def main():
         short = lambda n: n.replace("tj_linear_ce_", "").split("_bf16")[0].split("_f16")[0]
         desc = ", ".join(f"{g[0] * 1e3:.0f}: {short(g[1])} -> {short(g[2])}" for g in gaps)
         print(f"{label:40s} {t1 - t0:8.2f} {busy:8.2f} {t1 - t0 - busy:8.2f} {len(ks):7d}  {desc}")
+    return 0
+
+
+def per_call_table(entries, calls, top):
+    by_label = {}
+    for full, b, e in calls:
+        label = full.rsplit(" ", 1)[0] if full.rsplit(" ", 1)[-1].isdigit() else full
+        by_label.setdefault(label, []).append((b, e))
+    for label, spans in by_label.items():
+        kept = spans[1:] if len(spans) > 1 else spans
+        sums, launches, wall = {}, {}, 0.0
+        for b, e in kept:
+            wall += entries[e]["start_ms"] - entries[b]["start_ms"]
+            for k in entries[b + 1 : e]:
+                if k["kind"] != "kernel":
+                    continue
+                name = k["name"]
+                tail = name.rsplit("_", 1)
+                if len(tail) == 2 and len(tail[1]) == 16 and all(c in "0123456789abcdef" for c in tail[1]):
+                    name = tail[0]
+                sums[name] = sums.get(name, 0.0) + k["end_ms"] - k["start_ms"]
+                launches[name] = launches.get(name, 0) + 1
+        n = len(kept)
+        total = sum(sums.values()) / n
+        print(f"{label}: {n} calls, wall {wall / n:.2f} ms, kernels {total:.2f} ms")
+        for name, t in sorted(sums.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {name[:60]:60s} {t / n:8.3f} ms  {launches[name] / n:6.1f} launches")
     return 0
 
 
