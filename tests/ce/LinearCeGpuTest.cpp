@@ -70,6 +70,19 @@ TEST_F(LinearCeGpu, Deterministic) {
   EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
 }
 
+// One vocabulary tile a chunk (a budget of one G block: a tile that needs more gets a chunk of
+// its own), so every chunk after the first adds its dE by reductions in L2: the same bits on
+// every run, and the reference's values.
+TEST_F(LinearCeGpu, DeterministicOverChunks) {
+  Case c = gapped("deterministic_chunks", -1);
+  c.grad_buffer_bytes = 128 * 128 * 2;
+  Problem p(c);
+  p.check();
+  std::vector<float> first = p.last_d_hidden();
+  p.check();
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+}
+
 TEST_F(LinearCeGpu, DeadTargetIsAUserError) {
   Problem p(gapped("dead_target", -1));
   p.targets()[17] = 1050;  // between the two segments
