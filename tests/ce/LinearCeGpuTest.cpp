@@ -83,6 +83,15 @@ TEST_F(LinearCeGpu, DeterministicOverChunks) {
   EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
 }
 
+// D 640: dE's items span three dim tiles of 256, the last one partial (an odd number: a pair of
+// dim tiles and one alone), over one-tile chunks.
+TEST_F(LinearCeGpu, SeveralDimTilesOverChunks) {
+  Case c = gapped("dim_tiles_chunks", -1);
+  c.d = 640;
+  c.grad_buffer_bytes = 128 * 128 * 2;
+  Problem(c).check();
+}
+
 TEST_F(LinearCeGpu, DeadTargetIsAUserError) {
   Problem p(gapped("dead_target", -1));
   p.targets()[17] = 1050;  // between the two segments
