@@ -86,9 +86,9 @@ def per_call_table(entries, calls, top):
                 if k["kind"] != "kernel":
                     continue
                 name = k["name"]
-                tail = name.rsplit("_", 1)
-                if len(tail) == 2 and len(tail[1]) == 16 and all(c in "0123456789abcdef" for c in tail[1]):
-                    name = tail[0]
+                head, _, tail = name.rpartition("_")  # a program's hash: 16 hex digits
+                if head and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail):
+                    name = head
                 sums[name] = sums.get(name, 0.0) + k["end_ms"] - k["start_ms"]
                 launches[name] = launches.get(name, 0) + 1
         n = len(kept)

@@ -1,6 +1,6 @@
 // Tensor-core building blocks of the portable (sm_80+) attention kernels: 16-bit element
-// types without <cuda_bf16.h>, mma.sync m16n8k16, ldmatrix, cp.async, fp32 reductions and a swizzled
-// shared-memory tile. Device-only; compiles under NVRTC (no host headers).
+// types without <cuda_bf16.h>, mma.sync m16n8k16, ldmatrix, cp.async, fp32 reductions and a
+// swizzled shared-memory tile. Device-only; compiles under NVRTC (no host headers).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .row.col), lane = 4*g + t:
 //   A (16x16): a0 = (row g,   k 2t..2t+1), a1 = (row g+8, k 2t..), a2 = (row g, k 2t+8..),
