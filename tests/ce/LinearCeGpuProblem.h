@@ -547,6 +547,16 @@ class LinearCeGpu : public ::testing::Test {
   }
 };
 
+// Runs the case twice, forward and backward each time, checking both against the reference,
+// and expects the same dE bits from both runs.
+inline void expect_same_d_hidden_twice(const Case& c) {
+  Problem p(c);
+  p.check();
+  std::vector<float> first = p.last_d_hidden();
+  p.check();
+  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0) << c.name;
+}
+
 inline const std::vector<SegSpec> kGapped = {{0, 1000, false}, {1130, 200, true}};
 
 inline Case gapped(const char* name, float threshold) {

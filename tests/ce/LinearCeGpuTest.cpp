@@ -62,13 +62,7 @@ TEST_F(LinearCeGpu, AllRowsIgnored) {
   Problem(c).check();
 }
 
-TEST_F(LinearCeGpu, Deterministic) {
-  Problem p(gapped("deterministic", -1));
-  p.check();
-  std::vector<float> first = p.last_d_hidden();
-  p.check();
-  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
-}
+TEST_F(LinearCeGpu, Deterministic) { expect_same_d_hidden_twice(gapped("deterministic", -1)); }
 
 // One vocabulary tile a chunk (a budget of one G block: a tile that needs more gets a chunk of
 // its own), so every chunk after the first adds its dE by reductions in L2: the same bits on
@@ -76,11 +70,7 @@ TEST_F(LinearCeGpu, Deterministic) {
 TEST_F(LinearCeGpu, DeterministicOverChunks) {
   Case c = gapped("deterministic_chunks", -1);
   c.grad_buffer_bytes = 128 * 128 * 2;
-  Problem p(c);
-  p.check();
-  std::vector<float> first = p.last_d_hidden();
-  p.check();
-  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+  expect_same_d_hidden_twice(c);
 }
 
 // D 640: dE's items span three dim tiles of 256, the last one partial (an odd number: a pair of

@@ -524,11 +524,7 @@ TEST_F(LinearCeGpu, KlDeterministic) {
   Case c = gapped("kl_deterministic", -1);
   c.kl = Case::Kl{.alpha = 0.15, .temperature = 1};
   c.program = "loss distill {\n" + layout_text(kGapped) + kl_text(*c.kl, kGapped) + "}\n";
-  Problem p(c);
-  p.check();
-  std::vector<float> first = p.last_d_hidden();
-  p.check();
-  EXPECT_EQ(std::memcmp(first.data(), p.last_d_hidden().data(), first.size() * 4), 0);
+  expect_same_d_hidden_twice(c);
 }
 
 TEST_F(LinearCeGpu, I64Targets) {
