@@ -2,7 +2,7 @@
 // per-row loss, lse, dE, dC and dbias on fresh random small problems (LinearCeGpuProblem.h):
 // segments with gaps and biases, soft-capping, smoothing, z-loss, reductions, f16, ignored rows,
 // determinism and misuse. Skipped without a GPU.
-#include "tests/ce/LinearCeGpuProblem.h"
+#include "tests/ce/LinearCeGpuCases.h"
 
 namespace tilejit::testing {
 namespace {

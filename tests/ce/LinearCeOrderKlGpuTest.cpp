@@ -1,7 +1,7 @@
 // Fused linear cross-entropy on the GPU against the fp64 reference (LinearCeGpuProblem.h): the
 // vocabulary order (by average logit, the caller's, a reusable state) and when the backward
 // keeps filtering, the KL (distillation) term, i64 targets. Skipped without a GPU.
-#include "tests/ce/LinearCeGpuProblem.h"
+#include "tests/ce/LinearCeGpuCases.h"
 
 namespace tilejit::testing {
 namespace {
