@@ -74,11 +74,12 @@ struct Case {
   VocabOrdering ordering = VocabOrdering::Natural;
   std::shared_ptr<VocabOrder> order = nullptr;
   float bias_scale = 1;
-  // A KL term (the program's `kl` line and teacher segments come from LinearCeGpuCases.h's kl_text): the teacher's
-  // hidden states [n, teacher_d] lean towards the target like E's; own_teacher: the teacher has
-  // its own weights (T<i>, biases tb<i> where the student's segment has one), else it uses the
-  // student's (teacher_d = d); shared_segments (bit i, with own_teacher and teacher_d = d): the
-  // teacher's segment i names the student's weights and bias (W<i>, b<i>).
+  // A KL term (the program's `kl` line and teacher segments come from LinearCeGpuCases.h's
+  // kl_text): the teacher's hidden states [n, teacher_d] lean towards the target like E's;
+  // own_teacher: the teacher has its own weights (T<i>, biases tb<i> where the student's segment
+  // has one), else it uses the student's (teacher_d = d); shared_segments (bit i, with
+  // own_teacher and teacher_d = d): the teacher's segment i names the student's weights and bias
+  // (W<i>, b<i>).
   struct Kl {
     double alpha = 0, temperature = 1;
     bool own_teacher = false;
