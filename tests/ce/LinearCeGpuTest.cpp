@@ -74,10 +74,13 @@ TEST_F(LinearCeGpu, DeterministicOverChunks) {
 }
 
 // D 640: dE's items span three dim tiles of 256, the last one partial (an odd number: a pair of
-// dim tiles and one alone), over one-tile chunks.
+// dim tiles and one alone), over one-tile chunks. The rows lean less towards their targets than
+// gapped()'s: at D 640 a peak of 20 leaves row losses near 1e-5, where lse - target logit in fp32
+// (ulp 2e-6 at 20) is off by 2% of the loss in any implementation.
 TEST_F(LinearCeGpu, SeveralDimTilesOverChunks) {
   Case c = gapped("dim_tiles_chunks", -1);
   c.d = 640;
+  c.peak = 12;
   c.grad_buffer_bytes = 128 * 128 * 2;
   Problem(c).check();
 }
