@@ -19,14 +19,15 @@ std::vector<int32_t> inverse_order(const std::vector<int32_t>& order);
 
 // The moves that put rows stored by position into weight-row order in place: row p's content
 // belongs at row order[p]. The permutation's cycles of two or more rows (fixed points need no
-// move), each as x, order[x], order[order[x]], ..., cut into runs of at most `run` consecutive
-// elements, so that the runs can move concurrently: once every run's first row is saved aside,
-// run r moves the content of rows[j] to rows[j + 1] from its last element back to its first (its
-// last's to next[r], the first element of the cycle's next run; its first's from the saved
-// copy). Each row is written once, by one run, and read before that by the same run, or saved
-// aside. O(n); std::invalid_argument unless `order` is a permutation and run >= 1.
+// move), in stretches of consecutive elements x, order[x], order[order[x]], ..., cut into runs of
+// at most `run` elements, so that the runs can move concurrently: once every run's first row is
+// saved aside, run r moves the content of rows[j] to rows[j + 1] from its last element back to
+// its first (its last's to next[r], the element after it in its cycle, which begins another
+// run; its first's from the saved copy). Each row is written once, by one run, and read before
+// that by the same run, or saved aside. O(n); std::invalid_argument unless `order` is a
+// permutation and run >= 1.
 struct RowCycles {
-  std::vector<int32_t> rows;   // the cycles' elements, cycle after cycle
+  std::vector<int32_t> rows;   // the cycles' elements, run after run
   std::vector<int32_t> first;  // runs + 1 entries: run r is rows[first[r]], ..., rows[first[r+1]-1]
   std::vector<int32_t> next;   // per run: the row its last element's content moves to
   int32_t runs() const { return static_cast<int32_t>(next.size()); }

@@ -112,7 +112,7 @@ TEST(VocabOrderPlan, PositionCyclesMoveEachRowToItsWeightRow) {
     return order;
   };
   std::vector<std::vector<int32_t>> orders = {{}, {0}, {0, 1, 2}, {1, 0}, {1, 2, 3, 0}};
-  for (int64_t n : {2, 3, 17, 64, 65, 1000, 4099})
+  for (int64_t n : {2, 3, 17, 64, 65, 1000, 4099, 30011})
     for (int fixed : {0, 5}) orders.push_back(random_order(n, fixed));
   std::vector<int32_t> one_cycle(777);  // a single cycle over every row
   for (int32_t p = 0; p < 777; ++p) one_cycle[p] = (p + 1) % 777;
