@@ -140,6 +140,20 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 
 // ---- forward -------------------------------------------------------------------------------
 
+// The segments whose weights the backward will read in position order from the gradient buffer
+// the forward left its copy in (weights_read_by_position), and whose dC it will therefore move
+// along the order's cycles at its end.
+static uint32_t segments_read_by_position(const LinearCeState& st) {
+  uint32_t mask = 0;
+  for (size_t s = 0; s < st.d_weight_outputs.size(); ++s) {
+    const std::optional<TensorView>& dw = st.d_weight_outputs[s];
+    if (dw && weights_read_by_position(st.weights_in_grad_buffer.load() >> s & 1,
+                                       dw->dtype != DType::F32, dw->strides[0], st.dim))
+      mask |= 1u << s;
+  }
+  return mask;
+}
+
 // The forward's scratch allocation (LinearCeWorkspace: partials, tile maxima). Where the caller
 // gave the forward a weight's gradient buffer, a backward follows in the same step: the scratch
 // is then made as large as that backward's first pool allocations (its scratch, then its G buffer,
@@ -148,14 +162,12 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
 static int64_t forward_scratch_bytes(const LinearCeState& st, bool hopper_products) {
   const LinearCeWorkspace& ws = st.ws;
   const int64_t own = std::max<int64_t>(ws.forward_end - ws.saved_end, 1);
-  bool given = false, by_position = false, stage_weights = false;
+  const uint32_t read_by_position = segments_read_by_position(st);
+  const bool by_position = read_by_position != 0;
+  bool given = false, stage_weights = false;
   for (size_t s = 0; s < st.d_weight_outputs.size(); ++s) {
-    const std::optional<TensorView>& dw = st.d_weight_outputs[s];
-    given |= dw.has_value();
-    const bool here = dw && weights_read_by_position(st.weights_in_grad_buffer.load() >> s & 1,
-                                                     dw->dtype != DType::F32, dw->strides[0],
-                                                     st.dim);
-    by_position |= here;
+    given |= st.d_weight_outputs[s].has_value();
+    const bool here = read_by_position >> s & 1;
     stage_weights |= hopper_products && st.layout.seg[s].order && !here;
   }
   if (!given) return own;
@@ -423,6 +435,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       p.weights_in_position_order |= 1 << s;
     }
   }
+  // Where the backward will move dC rows along the order's cycles (LinearCeBackward.cpp), the host
+  // finds them during this forward, not between the backward's last kernels with the GPU idle:
+  // an order just built on the device comes to the host now (a short wait: the GPU has only the
+  // pre-pass and the copies before it), the cycles once this forward's kernels are queued.
+  const uint32_t moved_segments = st->order.tables ? segments_read_by_position(*st) : 0;
+  if (moved_segments != 0) st->order.tables->order(0);  // every segment's order
   // The forward's scratch: the splits' partials and the tile maxima, back to the pool in stream
   // order when this call returns; only the classes derived from the maxima are kept.
   const DeviceBuffer scratch_buffer =
@@ -492,6 +510,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     run(K.function(LossModule::Rows, "linear_ce_classify"),
         {static_cast<unsigned>(ws.row_tiles), blocks(ws.num_tiles, 64)}, {128}, 0, stream, c);
   }
+  if (moved_segments != 0) st->order.tables->prepare_cycles(moved_segments);
   out.state = std::move(st);
   return out;
 }

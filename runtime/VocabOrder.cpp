@@ -22,7 +22,8 @@ VocabOrderTables::VocabOrderTables(std::vector<std::vector<int32_t>> order)
                                   " is not a permutation: " + e.what());
     }
   }
-  std::call_once(downloaded_, [] {});
+  std::call_once(order_downloaded_, [] {});
+  std::call_once(rank_downloaded_, [] {});
 }
 
 std::shared_ptr<const VocabOrderTables> VocabOrderTables::by_score(const Scores& scores) {
@@ -61,13 +62,11 @@ void VocabOrderTables::upload() const {
   });
 }
 
-void VocabOrderTables::download() const {
-  std::call_once(downloaded_, [this] {
+void VocabOrderTables::download(int t, std::vector<std::vector<int32_t>>& host,
+                                std::once_flag& once) const {
+  std::call_once(once, [&] {
     Driver::get()->event_synchronize(ready_);
-    for (size_t s = 0; s < sizes_.size(); ++s) {
-      order_.push_back(device_[2 * s].to_host<int32_t>());
-      rank_.push_back(device_[2 * s + 1].to_host<int32_t>());
-    }
+    for (size_t s = 0; s < sizes_.size(); ++s) host.push_back(device_[2 * s + t].to_host<int32_t>());
   });
 }
 
@@ -76,12 +75,12 @@ void VocabOrderTables::ready_on(CUstream stream) const {
 }
 
 const std::vector<int32_t>& VocabOrderTables::order(size_t s) const {
-  download();
+  download(0, order_, order_downloaded_);
   return order_[s];
 }
 
 const std::vector<int32_t>& VocabOrderTables::rank(size_t s) const {
-  download();
+  download(1, rank_, rank_downloaded_);
   return rank_[s];
 }
 
@@ -95,12 +94,25 @@ const int32_t* VocabOrderTables::device_rank(size_t s) const {
   return static_cast<const int32_t*>(device_[2 * s + 1].data());
 }
 
+const RowCycles& VocabOrderTables::host_cycles(size_t s) const {
+  if (host_cycles_.empty()) host_cycles_.resize(sizes_.size());
+  if (!host_cycles_[s])
+    host_cycles_[s] = std::make_unique<RowCycles>(position_cycles(order(s), kCycleRun));
+  return *host_cycles_[s];
+}
+
+void VocabOrderTables::prepare_cycles(uint32_t segments) const {
+  std::lock_guard<std::mutex> lock(cycles_lock_);
+  for (size_t s = 0; s < sizes_.size(); ++s)
+    if (segments >> s & 1) host_cycles(s);
+}
+
 VocabOrderTables::DeviceCycles VocabOrderTables::device_cycles(size_t s) const {
   std::lock_guard<std::mutex> lock(cycles_lock_);
   if (cycles_.empty()) cycles_.resize(sizes_.size());
   auto& [buffer, view] = cycles_[s];
   if (!buffer.data()) {
-    const RowCycles c = position_cycles(order(s), kCycleRun);
+    const RowCycles& c = host_cycles(s);
     std::vector<int32_t> all(c.rows);
     all.insert(all.end(), c.first.begin(), c.first.end());
     all.insert(all.end(), c.next.begin(), c.next.end());

@@ -22,6 +22,7 @@
 
 #include "compiler/Program.h"
 #include "runtime/DeviceBuffer.h"
+#include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
 
@@ -49,7 +50,8 @@ class VocabOrderTables {
 
   size_t segments() const { return sizes_.size(); }
   int64_t size(size_t s) const { return sizes_[s]; }
-  // Host copies (downloaded on the first call for tables built on the device; needs the context).
+  // Host copies (for tables built on the device, every segment's orders, or ranks, downloaded
+  // on the first call for one; needs the context).
   const std::vector<int32_t>& order(size_t s) const;
   const std::vector<int32_t>& rank(size_t s) const;
   // Device copies, uploaded on the first call (needs a current context).
@@ -64,6 +66,11 @@ class VocabOrderTables {
     int32_t runs = 0;
   };
   DeviceCycles device_cycles(size_t s) const;
+  // The cycles of the segments in `segments` (bit s: segment s) computed on the host now, for
+  // device_cycles to upload later: a forward whose backward will move dC along them calls it
+  // once its kernels are queued, so that the host works while the GPU runs them rather than
+  // between the backward's last kernels (needs the host orders: a forward brings them first).
+  void prepare_cycles(uint32_t segments) const;
   // Work enqueued on `stream` from now on runs after the device copies are complete (tables
   // built on the device on another stream: an event wait, no host wait; otherwise nothing).
   void ready_on(CUstream stream) const;
@@ -71,13 +78,16 @@ class VocabOrderTables {
  private:
   VocabOrderTables() = default;
   void upload() const;
-  void download() const;
+  // Table t (0: order, 1: rank) of every segment into `host` (order_ or rank_), once.
+  void download(int t, std::vector<std::vector<int32_t>>& host, std::once_flag& once) const;
   std::vector<int64_t> sizes_;
   mutable std::vector<std::vector<int32_t>> order_, rank_;
-  mutable std::once_flag uploaded_, downloaded_;
+  mutable std::once_flag uploaded_, order_downloaded_, rank_downloaded_;
   mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
   mutable std::mutex cycles_lock_;
   mutable std::vector<std::pair<DeviceBuffer, DeviceCycles>> cycles_;  // per segment, once asked
+  mutable std::vector<std::unique_ptr<RowCycles>> host_cycles_;        // per segment, once asked
+  const RowCycles& host_cycles(size_t s) const;  // with cycles_lock_ held
   CUevent ready_ = nullptr;  // device-built: when the device copies are complete
 };
 
