@@ -435,12 +435,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       p.weights_in_position_order |= 1 << s;
     }
   }
-  // Where the backward will move dC rows along the order's cycles (LinearCeBackward.cpp), the host
-  // finds them during this forward, not between the backward's last kernels with the GPU idle:
-  // an order just built on the device comes to the host now (a short wait: the GPU has only the
-  // pre-pass and the copies before it), the cycles once this forward's kernels are queued.
-  const uint32_t moved_segments = st->order.tables ? segments_read_by_position(*st) : 0;
-  if (moved_segments != 0) st->order.tables->order(0);  // every segment's order
   // The forward's scratch: the splits' partials and the tile maxima, back to the pool in stream
   // order when this call returns; only the classes derived from the maxima are kept.
   const DeviceBuffer scratch_buffer =
@@ -510,7 +504,14 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     run(K.function(LossModule::Rows, "linear_ce_classify"),
         {static_cast<unsigned>(ws.row_tiles), blocks(ws.num_tiles, 64)}, {128}, 0, stream, c);
   }
-  if (moved_segments != 0) st->order.tables->prepare_cycles(moved_segments);
+  // Where the backward will move dC rows along the order's cycles (LinearCeBackward.cpp), the host
+  // finds them now, while the GPU runs this forward, not between the backward's last kernels
+  // with the GPU idle (an order just built on the device comes to the host first, on a stream
+  // that waits for the pre-pass only).
+  if (st->order.tables) {
+    if (const uint32_t moved = segments_read_by_position(*st); moved != 0)
+      st->order.tables->prepare_cycles(moved);
+  }
   out.state = std::move(st);
   return out;
 }

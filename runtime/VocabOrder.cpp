@@ -65,8 +65,27 @@ void VocabOrderTables::upload() const {
 void VocabOrderTables::download(int t, std::vector<std::vector<int32_t>>& host,
                                 std::once_flag& once) const {
   std::call_once(once, [&] {
-    Driver::get()->event_synchronize(ready_);
-    for (size_t s = 0; s < sizes_.size(); ++s) host.push_back(device_[2 * s + t].to_host<int32_t>());
+    // On a stream of its own that does not wait for the legacy default stream: the caller may
+    // have queued a forward behind the tables (LinearCe.cpp's cycles), and the copies need only
+    // the tables, so the host waits for them alone, while the GPU runs that forward.
+    Driver* driver = Driver::get();
+    const CUstream side = driver->stream_create(CU_STREAM_NON_BLOCKING);
+    try {
+      driver->stream_wait_event(side, ready_);
+      std::vector<std::vector<int32_t>> copies;
+      for (size_t s = 0; s < sizes_.size(); ++s) {
+        copies.emplace_back(static_cast<size_t>(sizes_[s]));
+        driver->memcpy_dtoh_async(copies.back().data(),
+                                  reinterpret_cast<CUdeviceptr>(device_[2 * s + t].data()),
+                                  copies.back().size() * sizeof(int32_t), side);
+      }
+      driver->stream_synchronize(side);
+      host = std::move(copies);
+    } catch (...) {
+      driver->stream_destroy(side);
+      throw;
+    }
+    driver->stream_destroy(side);
   });
 }
 

@@ -69,7 +69,8 @@ class VocabOrderTables {
   // The cycles of the segments in `segments` (bit s: segment s) computed on the host now, for
   // device_cycles to upload later: a forward whose backward will move dC along them calls it
   // once its kernels are queued, so that the host works while the GPU runs them rather than
-  // between the backward's last kernels (needs the host orders: a forward brings them first).
+  // between the backward's last kernels (an order built on the device is downloaded first, on a
+  // stream that waits for the tables alone).
   void prepare_cycles(uint32_t segments) const;
   // Work enqueued on `stream` from now on runs after the device copies are complete (tables
   // built on the device on another stream: an event wait, no host wait; otherwise nothing).
