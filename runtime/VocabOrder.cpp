@@ -62,30 +62,37 @@ void VocabOrderTables::upload() const {
   });
 }
 
+// Runs `work(side)` on a stream of its own, which does not wait for the legacy default stream,
+// and waits for it alone: after `after` (if any), so that the host need not wait for what the
+// caller has queued meanwhile (a forward behind an order built on the device).
+template <class Work>
+static void on_side_stream(CUevent after, const Work& work) {
+  Driver* driver = Driver::get();
+  const CUstream side = driver->stream_create(CU_STREAM_NON_BLOCKING);
+  try {
+    if (after) driver->stream_wait_event(side, after);
+    work(side);
+    driver->stream_synchronize(side);
+  } catch (...) {
+    driver->stream_destroy(side);
+    throw;
+  }
+  driver->stream_destroy(side);
+}
+
 void VocabOrderTables::download(int t, std::vector<std::vector<int32_t>>& host,
                                 std::once_flag& once) const {
   std::call_once(once, [&] {
-    // On a stream of its own that does not wait for the legacy default stream: the caller may
-    // have queued a forward behind the tables (LinearCe.cpp's cycles), and the copies need only
-    // the tables, so the host waits for them alone, while the GPU runs that forward.
-    Driver* driver = Driver::get();
-    const CUstream side = driver->stream_create(CU_STREAM_NON_BLOCKING);
-    try {
-      driver->stream_wait_event(side, ready_);
-      std::vector<std::vector<int32_t>> copies;
+    std::vector<std::vector<int32_t>> copies;
+    on_side_stream(ready_, [&](CUstream side) {
       for (size_t s = 0; s < sizes_.size(); ++s) {
         copies.emplace_back(static_cast<size_t>(sizes_[s]));
-        driver->memcpy_dtoh_async(copies.back().data(),
-                                  reinterpret_cast<CUdeviceptr>(device_[2 * s + t].data()),
-                                  copies.back().size() * sizeof(int32_t), side);
+        Driver::get()->memcpy_dtoh_async(copies.back().data(),
+                                         reinterpret_cast<CUdeviceptr>(device_[2 * s + t].data()),
+                                         copies.back().size() * sizeof(int32_t), side);
       }
-      driver->stream_synchronize(side);
-      host = std::move(copies);
-    } catch (...) {
-      driver->stream_destroy(side);
-      throw;
-    }
-    driver->stream_destroy(side);
+    });
+    host = std::move(copies);
   });
 }
 
@@ -113,33 +120,38 @@ const int32_t* VocabOrderTables::device_rank(size_t s) const {
   return static_cast<const int32_t*>(device_[2 * s + 1].data());
 }
 
-const RowCycles& VocabOrderTables::host_cycles(size_t s) const {
-  if (host_cycles_.empty()) host_cycles_.resize(sizes_.size());
-  if (!host_cycles_[s])
-    host_cycles_[s] = std::make_unique<RowCycles>(position_cycles(order(s), kCycleRun));
-  return *host_cycles_[s];
+void VocabOrderTables::make_cycles(size_t s) const {
+  if (cycles_.empty()) cycles_.resize(sizes_.size());
+  auto& [made_before, buffer, view] = cycles_[s];
+  if (made_before) return;
+  const RowCycles c = position_cycles(order(s), kCycleRun);
+  std::vector<int32_t> all(c.rows);
+  all.insert(all.end(), c.first.begin(), c.first.end());
+  all.insert(all.end(), c.next.begin(), c.next.end());
+  DeviceBuffer made(all.size() * sizeof(int32_t));
+  // Uploaded on a stream of its own: a plain synchronous copy would wait for the caller's queued
+  // work (a forward, or the backward's kernels before the moves).
+  if (!all.empty())
+    on_side_stream(nullptr, [&](CUstream side) {
+      Driver::get()->memcpy_htod_async(reinterpret_cast<CUdeviceptr>(made.data()), all.data(),
+                                       all.size() * sizeof(int32_t), side);
+    });
+  buffer = std::move(made);
+  const int32_t* base = static_cast<const int32_t*>(buffer.data());
+  view = {base, base + c.rows.size(), base + c.rows.size() + c.first.size(), c.runs()};
+  made_before = true;
 }
 
 void VocabOrderTables::prepare_cycles(uint32_t segments) const {
   std::lock_guard<std::mutex> lock(cycles_lock_);
   for (size_t s = 0; s < sizes_.size(); ++s)
-    if (segments >> s & 1) host_cycles(s);
+    if (segments >> s & 1) make_cycles(s);
 }
 
 VocabOrderTables::DeviceCycles VocabOrderTables::device_cycles(size_t s) const {
   std::lock_guard<std::mutex> lock(cycles_lock_);
-  if (cycles_.empty()) cycles_.resize(sizes_.size());
-  auto& [buffer, view] = cycles_[s];
-  if (!buffer.data()) {
-    const RowCycles& c = host_cycles(s);
-    std::vector<int32_t> all(c.rows);
-    all.insert(all.end(), c.first.begin(), c.first.end());
-    all.insert(all.end(), c.next.begin(), c.next.end());
-    buffer = DeviceBuffer::from_host(all);
-    const int32_t* base = static_cast<const int32_t*>(buffer.data());
-    view = {base, base + c.rows.size(), base + c.rows.size() + c.first.size(), c.runs()};
-  }
-  return view;
+  make_cycles(s);
+  return cycles_[s].view;
 }
 
 // ---- state ---------------------------------------------------------------------------------
@@ -188,6 +200,10 @@ VocabOrder::Visit VocabOrder::for_forward(const LossProgram& prog, const Build& 
     return {current_, true};
   }
   if (!current_ || !fits(prog) || since_rebuild_ >= refresh_every_) {
+    // The old tables go first, usually with their last reference: their device buffers' frees
+    // synchronise with the device, which is idle now (the forward has read its targets back)
+    // but, once build() has queued the pre-pass, would hold the host until that has run.
+    current_.reset();
     std::shared_ptr<const VocabOrderTables> built = build();
     TILEJIT_INTERNAL_CHECK(built && built->segments() == prog.segments.size(),
                            "vocabulary order: {} segments built for {}",

@@ -22,7 +22,6 @@
 
 #include "compiler/Program.h"
 #include "runtime/DeviceBuffer.h"
-#include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
 
@@ -66,11 +65,10 @@ class VocabOrderTables {
     int32_t runs = 0;
   };
   DeviceCycles device_cycles(size_t s) const;
-  // The cycles of the segments in `segments` (bit s: segment s) computed on the host now, for
-  // device_cycles to upload later: a forward whose backward will move dC along them calls it
-  // once its kernels are queued, so that the host works while the GPU runs them rather than
-  // between the backward's last kernels (an order built on the device is downloaded first, on a
-  // stream that waits for the tables alone).
+  // device_cycles of the segments in `segments` (bit s: segment s) made now: a forward whose
+  // backward will move dC along them calls it once its kernels are queued, so that the host works
+  // while the GPU runs them rather than between the backward's last kernels (the order's download
+  // and the cycles' upload run on a stream of their own, which does not wait for that forward).
   void prepare_cycles(uint32_t segments) const;
   // Work enqueued on `stream` from now on runs after the device copies are complete (tables
   // built on the device on another stream: an event wait, no host wait; otherwise nothing).
@@ -86,9 +84,13 @@ class VocabOrderTables {
   mutable std::once_flag uploaded_, order_downloaded_, rank_downloaded_;
   mutable std::vector<DeviceBuffer> device_;  // order 0, rank 0, order 1, ...
   mutable std::mutex cycles_lock_;
-  mutable std::vector<std::pair<DeviceBuffer, DeviceCycles>> cycles_;  // per segment, once asked
-  mutable std::vector<std::unique_ptr<RowCycles>> host_cycles_;        // per segment, once asked
-  const RowCycles& host_cycles(size_t s) const;  // with cycles_lock_ held
+  struct CyclesOnDevice {
+    bool made = false;  // (an order with no row out of place has an empty buffer)
+    DeviceBuffer buffer;
+    DeviceCycles view;
+  };
+  mutable std::vector<CyclesOnDevice> cycles_;  // per segment, once asked
+  void make_cycles(size_t s) const;  // segment s's cycles on the device, with cycles_lock_ held
   CUevent ready_ = nullptr;  // device-built: when the device copies are complete
 };
 
