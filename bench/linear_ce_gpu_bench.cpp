@@ -90,6 +90,10 @@ DeviceTensor device_tensor(DType dtype, std::vector<int64_t> shape, std::string 
 struct CeProblem {
   std::vector<DeviceTensor> weights;
   DeviceTensor hidden, teacher, targets, grad_loss;
+  // The forward's outputs, the caller's as the Python binding gives them (an output the library
+  // allocates is freed with cuMemFree, which waits for the device: a step would end in a wait
+  // that a training step, whose framework allocates its outputs, does not have).
+  DeviceTensor loss, row_loss, lse;
   Bindings bind;
   int64_t kept_rows = 0;
 };
@@ -109,6 +113,9 @@ CeProblem upload_problem(const CeShape& shape, const CeHostData& data) {
   p.targets = device_tensor(DType::I32, {shape.rows}, "targets", data.targets.data());
   const float one = 1.f;
   p.grad_loss = device_tensor(DType::F32, {1}, "grad_loss", &one);
+  p.loss = device_tensor(DType::F32, {1}, "loss");
+  p.row_loss = device_tensor(DType::F32, {shape.rows}, "row_loss");
+  p.lse = device_tensor(DType::F32, {shape.rows}, "lse");
   p.kept_rows = data.kept_rows;
   return p;
 }
@@ -225,7 +232,10 @@ struct ModeCalls {
   LinearCeOptions options;
   LinearCeTeacher teacher;
 
-  LinearCeForward forward(const LinearCeOutputs& outputs = {}) const {
+  LinearCeForward forward(LinearCeOutputs outputs = {}) const {
+    outputs.loss = p.loss.view;
+    outputs.row_loss = p.row_loss.view;
+    outputs.lse = p.lse.view;
     return linear_cross_entropy_forward(prog, p.hidden.view, p.bind, p.targets.view, options,
                                         nullptr, outputs, teacher);
   }
@@ -258,7 +268,7 @@ struct MemoryAndValues {
 
 // One step with the memory probe running: everything above the inputs, the gradient outputs
 // (allocated after the forward, as an autograd engine would, or before it with
-// --grad-outputs-at forward) included. The workspace pool
+// --grad-outputs-at forward) included; the forward's (2N + 1 floats) are the problem's. The workspace pool
 // (runtime/WorkspacePool.h) is emptied first and then left alone, as in training: the step's
 // peak counts what the pool maps during it, freed parts it keeps included; what it keeps for the
 // next step is reported apart.
@@ -274,6 +284,8 @@ MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, con
     outs = grad_outputs(shape, settings.weight_grad_16);
     early.d_weight = outs.views.d_weight;
   }
+  for (DeviceTensor* t : {&calls.p.loss, &calls.p.row_loss, &calls.p.lse})
+    t->buffer.fill_bytes(0xFF);  // NaN: a loss the forward did not write fails
   LinearCeForward f;
   const double least_fwd = double(probe.min_free_during([&] {
     f = calls.forward(early);
