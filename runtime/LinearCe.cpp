@@ -19,6 +19,7 @@
 #include "runtime/LinearCeState.h"
 #include "runtime/LinearCeTma.h"
 #include "runtime/LinearCeWorkspace.h"
+#include "runtime/SideStream.h"
 #include "runtime/TensorMapEncode.h"
 #include "runtime/VocabOrderPlan.h"
 
@@ -138,6 +139,52 @@ static CeLayout device_layout(const LossProgram& prog, const std::vector<Segment
              ranges, prog.ignore_index);
 }
 
+// Copies of ordered segments' weights in position order, for one forward (LinearCe.h): a
+// segment's rows of `cols` columns gathered through its order, into `given` (the caller's
+// gradient buffer of those weights) when its rows are contiguous, else from the pool, back to it
+// in stream order when released. A copy asked for twice (the same order, weights and columns:
+// made early for the order a state was expected to hand out, or shared by a KL teacher) is made
+// once.
+class PositionOrderCopies {
+ public:
+  PositionOrderCopies(CUfunction gather, CUstream stream) : gather_(gather), stream_(stream) {}
+  void* copy(const CeSegment& seg, int32_t cols, const std::optional<TensorView>* given) {
+    for (const Made& m : made_)
+      if (m.order == seg.order && m.weight == seg.weight && m.cols == cols) return m.copy;
+    void* copy = nullptr;
+    if (given && *given && (*given)->strides[0] == cols &&
+        reinterpret_cast<uintptr_t>((*given)->data) % 16 == 0) {
+      copy = (*given)->data;
+    } else {
+      pool_.push_back(DeviceBuffer::on_stream(size_t(seg.size) * size_t(cols) * 2, stream_));
+      copy = pool_.back().data();
+    }
+    run(gather_, {static_cast<unsigned>(seg.size)}, {128}, 0, stream_,
+        static_cast<const void*>(seg.weight), static_cast<long long>(seg.weight_stride), seg.order,
+        cols, copy);
+    made_.push_back({seg.order, seg.weight, cols, copy});
+    return copy;
+  }
+  // Once the kernels reading the copies are queued: the pool's go back (the host waits for
+  // nothing).
+  void release() {
+    made_.clear();
+    pool_.clear();
+  }
+
+ private:
+  struct Made {
+    const int32_t* order;
+    const void* weight;
+    int32_t cols;
+    void* copy;
+  };
+  CUfunction gather_;
+  CUstream stream_;
+  std::vector<DeviceBuffer> pool_;
+  std::vector<Made> made_;
+};
+
 // ---- forward -------------------------------------------------------------------------------
 
 // The segments whose weights the backward will read in position order from the gradient buffer
@@ -241,8 +288,15 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     st->teacher.inv_temperature = static_cast<float>(1.0 / P.kl->temperature);
   }
   const int32_t n = static_cast<int32_t>(st->n_rows), dim = static_cast<int32_t>(st->dim);
+  // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage; the
+  // KL forward runs there in clusters along the splits (LinearCeOptions::kl_forward_cluster).
+  const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
+  const bool sm90_fwd = !P.kl && sm90_loop;
+  PositionOrderCopies copies(K.function(LossModule::Rows, "linear_ce_gather_rows"), stream);
 
   // Targets: narrowed and checked, rows compacted; one read-back gives the verdict and n_kept.
+  // The Hopper forward's weight copies in position order need the order alone: where the state's
+  // next order is known (no rebuild due), they are queued before it and run while the host waits.
   st->rows = DeviceBuffer::on_stream((3 * size_t(std::max(n, 1)) + 2) * sizeof(int32_t), stream);
   int32_t* status = st->status();
   if (n > 0) {
@@ -257,9 +311,24 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
     run(K.function(LossModule::Rows, "linear_ce_compact_rows"), {1}, {1024}, 0, stream,
         static_cast<const int32_t*>(st->targets32()), n, int32_t{kIgnoredTarget}, st->kept(),
         st->slot(), status);
-    driver->stream_synchronize(stream);
+    const std::shared_ptr<const VocabOrderTables> expected =
+        sm90_fwd && options.copy_ordered_weights ? upcoming_order(P, options, st->threshold)
+                                                 : nullptr;
     int32_t verdict[2];
-    driver->memcpy_dtoh(verdict, reinterpret_cast<CUdeviceptr>(status), sizeof verdict);
+    if (expected) {
+      const StreamMark compacted(stream);
+      expected->ready_on(stream);
+      const CeLayout ordered = with_order(st->layout, expected.get());
+      for (int32_t s = 0; s < ordered.num_segments; ++s)
+        if (ordered.seg[s].order) copies.copy(ordered.seg[s], dim, &st->d_weight_outputs[s]);
+      compacted.then_on_side_stream([&](CUstream side) {
+        driver->memcpy_dtoh_async(verdict, reinterpret_cast<CUdeviceptr>(status), sizeof verdict,
+                                  side);
+      });
+    } else {
+      driver->stream_synchronize(stream);
+      driver->memcpy_dtoh(verdict, reinterpret_cast<CUdeviceptr>(status), sizeof verdict);
+    }
     if (verdict[1] >= 0) bad_target(P, targets, driver, verdict[1]);
     st->n_kept = verdict[0];
   }
@@ -301,9 +370,6 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   shape.analytic_smoothing = st->analytic_smoothing;
   shape.kl = P.kl.has_value();
   shape.teacher_dim = st->teacher.dim;
-  // The Hopper loop's forwards (sm_90a modules) add a warpgroup that only loads, and a stage; the
-  // KL forward runs there in clusters along the splits (LinearCeOptions::kl_forward_cluster).
-  const bool sm90_loop = K.arch == "sm_90a" && linear_ce_tile_loop() == CeTileLoop::Sm90;
   const int kl_cluster_asked = kl_forward_cluster(P, options);  // checked on every path
   const int kl_cluster = P.kl && sm90_loop ? kl_cluster_asked : 1;
   shape.split_cluster = kl_cluster;
@@ -368,33 +434,12 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
   CeKlMaps kl_maps{};
   void* fwd_params[] = {st->args.data(), &p, P.kl ? static_cast<void*>(&kl_maps) : &maps};
   const std::string_view fwd_kernel = P.kl ? "linear_ce_fwd_kl" : "linear_ce_fwd";
-  const bool sm90_fwd = !P.kl && sm90_loop;
   const int fwd_threads = P.kl ? (sm90_loop ? kCeKlFwdSm90Threads : kCeKlFwdThreads)
                                : (sm90_fwd ? kCeFwdSm90Threads : kCeFwdThreads);
   const int fwd_smem = P.kl ? (sm90_loop ? kCeKlFwdSm90SmemBytes : kCeKlFwdSmemBytes)
                             : (sm90_fwd ? kCeFwdSm90SmemBytes : kCeFwdSmemBytes);
   static_assert(kCeFwdTmaRows == kCeFwdRows && kCeWeightTmaRows == kTileIds,
                 "the TMA boxes are the forward's tiles");
-  // Copies of ordered segments' weights in position order, for this forward only (LinearCe.h):
-  // segment seg's rows of `cols` columns gathered through its order, in `given` (the caller's
-  // gradient buffer of those weights) when its rows are contiguous, else from the pool.
-  std::vector<DeviceBuffer> ordered_weights;
-  auto position_order_copy = [&](const CeSegment& seg, int32_t cols,
-                                 const std::optional<TensorView>* given) {
-    void* copy = nullptr;
-    if (given && *given && (*given)->strides[0] == cols &&
-        reinterpret_cast<uintptr_t>((*given)->data) % 16 == 0) {
-      copy = (*given)->data;
-    } else {
-      ordered_weights.push_back(
-          DeviceBuffer::on_stream(size_t(seg.size) * size_t(cols) * 2, stream));
-      copy = ordered_weights.back().data();
-    }
-    run(K.function(LossModule::Rows, "linear_ce_gather_rows"), {static_cast<unsigned>(seg.size)},
-        {128}, 0, stream, static_cast<const void*>(seg.weight),
-        static_cast<long long>(seg.weight_stride), seg.order, cols, copy);
-    return copy;
-  };
   const bool f16 = hidden.dtype == DType::F16;
   if (sm90_fwd) {  // its tiles come by TMA: the compacted rows, the weights (an ordered
                    // segment's from a copy in position order, unless the caller declined it)
@@ -404,7 +449,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       const void* weight = seg.weight;
       int64_t stride = seg.weight_stride;
       if (seg.order && options.copy_ordered_weights) {
-        weight = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+        weight = copies.copy(seg, dim, &st->d_weight_outputs[s]);
         if (st->d_weight_outputs[s] && weight == st->d_weight_outputs[s]->data)
           st->weights_in_grad_buffer |= 1u << s;
         stride = dim;
@@ -423,11 +468,11 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       const CeSegment& seg = p.layout.seg[s];
       const CeSegment& tseg = t.layout.seg[s];
       if (!seg.order || !options.copy_ordered_weights) continue;
-      void* copy = position_order_copy(seg, dim, &st->d_weight_outputs[s]);
+      void* copy = copies.copy(seg, dim, &st->d_weight_outputs[s]);
       if (st->d_weight_outputs[s] && copy == st->d_weight_outputs[s]->data)
         st->weights_in_grad_buffer |= 1u << s;
       const bool shared = (t.shared_weights >> s) & 1;
-      void* teacher_copy = shared ? copy : position_order_copy(tseg, t.dim, nullptr);
+      void* teacher_copy = shared ? copy : copies.copy(tseg, t.dim, nullptr);
       kl_maps.weight[s] =
           encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));
       kl_maps.teacher_weight[s] = encode_tensor_map(
@@ -460,9 +505,7 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
          {static_cast<unsigned>(ws.fwd_row_tiles), static_cast<unsigned>(ws.splits)},
          {static_cast<unsigned>(fwd_threads)}, {1, static_cast<unsigned>(kl_cluster)}, fwd_smem,
          stream, fwd_params);
-  // The copies go back to the pool in stream order once the kernel is done: the host waits for
-  // nothing.
-  ordered_weights.clear();
+  copies.release();
 
   CeMergeParams q;
   q.part_max = p.part_max;

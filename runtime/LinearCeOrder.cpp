@@ -96,6 +96,14 @@ ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& optio
   return out;
 }
 
+std::shared_ptr<const VocabOrderTables> upcoming_order(const LossProgram& prog,
+                                                       const LinearCeOptions& options,
+                                                       float threshold) {
+  if (threshold <= 0 || options.vocab_ordering != VocabOrdering::State || !options.vocab_order)
+    return nullptr;
+  return options.vocab_order->upcoming(prog);
+}
+
 CeLayout with_order(CeLayout layout, const VocabOrderTables* tables) {
   for (int32_t s = 0; s < layout.num_segments; ++s) {
     layout.seg[s].order = tables ? tables->device_order(s) : nullptr;

@@ -45,6 +45,11 @@ struct ForwardOrder {
 };
 ForwardOrder forward_order(const LossProgram& prog, const LinearCeOptions& options, float threshold,
                            const VocabOrder::Build& build);
+// The tables forward_order will hand this forward if they are known before it runs (the options'
+// state, no rebuild due: VocabOrder::upcoming), else nullptr.
+std::shared_ptr<const VocabOrderTables> upcoming_order(const LossProgram& prog,
+                                                       const LinearCeOptions& options,
+                                                       float threshold);
 
 // `layout` visiting `tables`' order (nullptr: the natural order).
 CeLayout with_order(CeLayout layout, const VocabOrderTables* tables);

@@ -5,6 +5,7 @@
 
 #include "compiler/Error.h"
 #include "runtime/Driver.h"
+#include "runtime/SideStream.h"
 #include "runtime/VocabOrderPlan.h"
 
 namespace tilejit {
@@ -60,24 +61,6 @@ void VocabOrderTables::upload() const {
       device_.push_back(DeviceBuffer::from_host(rank_[s]));
     }
   });
-}
-
-// Runs `work(side)` on a stream of its own, which does not wait for the legacy default stream,
-// and waits for it alone: after `after` (if any), so that the host need not wait for what the
-// caller has queued meanwhile (a forward behind an order built on the device).
-template <class Work>
-static void on_side_stream(CUevent after, const Work& work) {
-  Driver* driver = Driver::get();
-  const CUstream side = driver->stream_create(CU_STREAM_NON_BLOCKING);
-  try {
-    if (after) driver->stream_wait_event(side, after);
-    work(side);
-    driver->stream_synchronize(side);
-  } catch (...) {
-    driver->stream_destroy(side);
-    throw;
-  }
-  driver->stream_destroy(side);
 }
 
 void VocabOrderTables::download(int t, std::vector<std::vector<int32_t>>& host,
@@ -234,6 +217,13 @@ void VocabOrder::record_survival(const VocabOrderTables& used, double fraction) 
 
 std::shared_ptr<const VocabOrderTables> VocabOrder::current() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+std::shared_ptr<const VocabOrderTables> VocabOrder::upcoming(const LossProgram& prog) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!current_ || !fits(prog)) return nullptr;
+  if (refresh_every_ > 0 && (since_rebuild_ >= refresh_every_ || stats_.set_aside)) return nullptr;
   return current_;
 }
 

@@ -122,6 +122,11 @@ class VocabOrder {
 
   // The order the next forward would visit unless a rebuild is due (nullptr before the first).
   std::shared_ptr<const VocabOrderTables> current() const;
+  // The tables the next forward of `prog` will visit if it builds none (no rebuild due, filtering
+  // not set aside), else nullptr: a forward can queue work that needs only the order (the weights'
+  // copies in position order) before it knows its rows. Another thread's forward may come first:
+  // the caller compares with what for_forward hands it.
+  std::shared_ptr<const VocabOrderTables> upcoming(const LossProgram& prog) const;
 
   // What a backward measured under `used` (an order this state handed out): the fraction of
   // gradient tiles it would visit (runtime/VocabOrderPlan.h).

@@ -102,6 +102,39 @@ TEST_F(LinearCeGpu, OrderedStateDroppedAcrossStreams) {
       << "the second step's dE differs from the first's";
 }
 
+// A reusable order's forwards between rebuilds know their order before their rows: the Hopper
+// forward queues the weights' position-order copies before the targets' read-back (LinearCe.cpp)
+// rather than after it, as the forward that built the order did. Same order, same inputs: the
+// same bits, into the pool or into the caller's 16-bit gradient buffers given to the forward
+// (which the backward then reads the weights from), and each step against the reference.
+TEST_F(LinearCeGpu, OrderedStateCopiesWeightsBeforeTheTargetsAreRead) {
+  for (bool at_forward : {false, true}) {
+    auto state = VocabOrder::by_average_logit(3);
+    Case c = prior_case(at_forward ? "prior_state_copies_at_forward" : "prior_state_copies",
+                        VocabOrdering::State);
+    c.order = state;
+    c.weight_grad_16 = at_forward;
+    c.grad_outputs_at_forward = at_forward;
+    Problem p(c);
+    p.check();  // builds the order; copies after the read-back
+    ASSERT_TRUE(p.ordered_forward());
+    ASSERT_TRUE(p.ordered_backward()) << p.surviving();
+    const std::vector<float> first_dh = p.last_d_hidden(), first_dw = p.last_d_weight();
+    const float first_loss = p.last_loss();
+    for (int step = 2; step <= 3; ++step) {
+      p.check();  // no rebuild: the copies go before the read-back
+      EXPECT_TRUE(p.ordered_forward());
+      EXPECT_EQ(std::memcmp(first_dh.data(), p.last_d_hidden().data(), first_dh.size() * 4), 0)
+          << "dE, step " << step << (at_forward ? ", buffers at the forward" : "");
+      EXPECT_EQ(std::memcmp(first_dw.data(), p.last_d_weight().data(), first_dw.size() * 4), 0)
+          << "dC, step " << step << (at_forward ? ", buffers at the forward" : "");
+      EXPECT_EQ(first_loss, p.last_loss()) << "step " << step;
+    }
+    EXPECT_EQ(state->stats().rebuilds, 1);
+    EXPECT_EQ(state->stats().ordered_forwards, 3);
+  }
+}
+
 TEST_F(LinearCeGpu, OrderedForwardOverEveryTileMatchesTheExactResult) {
   Problem exact(flat_case("flat_exact", 0, VocabOrdering::Natural));
   exact.check();

@@ -254,6 +254,44 @@ TEST(VocabOrder, NearlyEveryTileSurvivingPausesFilteringUntilTheNextRebuild) {
   EXPECT_EQ(s.ordered_forwards, 3);
 }
 
+// upcoming() names, without changing the state, exactly the tables the next for_forward hands
+// out when it builds none, and nothing when it will build or run unfiltered.
+TEST(VocabOrder, UpcomingIsWhatTheNextForwardVisitsWithoutARebuild) {
+  LossProgram prog = two_segments();
+  auto state = VocabOrder::by_average_logit(3);
+  FakePrePass pass;
+  auto scores = [&] { return pass(); };
+  EXPECT_EQ(state->upcoming(prog), nullptr) << "before the first build";
+  for (int forward = 1; forward <= 7; ++forward) {
+    std::shared_ptr<const VocabOrderTables> expected = state->upcoming(prog);
+    const int calls_before = pass.calls;
+    EXPECT_EQ(state->upcoming(prog), expected) << "asking twice changes nothing";
+    VocabOrder::Visit v = state->for_forward(prog, scores);
+    const bool rebuilt = pass.calls > calls_before;
+    EXPECT_EQ(rebuilt, forward % 3 == 1) << "forward " << forward;
+    if (rebuilt)
+      EXPECT_EQ(expected, nullptr) << "forward " << forward << " rebuilt but was expected";
+    else
+      EXPECT_EQ(expected, v.tables) << "forward " << forward;
+  }
+  EXPECT_EQ(state->stats().forwards, 7);
+  auto used = state->current();  // 7th forward's, rebuilt there
+  state->record_survival(*used, 0.97);  // set aside: the next forwards run unfiltered
+  EXPECT_EQ(state->upcoming(prog), nullptr);
+  LossProgram one =
+      std::get<LossProgram>(parse_program("loss one {\n  segment v : [0, 64) weight W\n}\n"));
+  auto fresh = VocabOrder::by_average_logit(100);
+  fresh->for_forward(prog, scores);
+  EXPECT_NE(fresh->upcoming(prog), nullptr);
+  EXPECT_EQ(fresh->upcoming(one), nullptr) << "another layout is rebuilt";
+  std::vector<int32_t> base(300), extra(50);
+  std::iota(base.begin(), base.end(), 0);
+  std::iota(extra.begin(), extra.end(), 0);
+  auto fixed = VocabOrder::fixed({base, extra});
+  EXPECT_EQ(fixed->upcoming(prog), fixed->current()) << "a fixed order is always the next";
+  EXPECT_EQ(fixed->upcoming(one), nullptr);
+}
+
 TEST(VocabOrder, ASurvivalRecordedForAnOlderOrderDoesNotSetTheNewOneAside) {
   LossProgram prog = two_segments();
   auto state = VocabOrder::by_average_logit(1);
