@@ -10,35 +10,58 @@
 
 namespace tilejit_ce {
 
-// Grid (ceil(size / 8)), 256 threads: one warp per weight row of a segment,
+// Grid (ceil(size / kAverageLogitRows)), 256 threads: four consecutive weight rows of a segment
+// per warp,
 //   score[row] = scale * <weight[row], hidden_sum> + bias[row]   (bias may be nullptr)
-// where hidden_sum is fp32 [dim] (dim a multiple of 8: each lane reads 16-byte chunks).
+// where hidden_sum is fp32 [dim] (dim a multiple of 8: each lane reads 16-byte chunks). The four
+// rows' chunks are in flight together and share one read of their eight hidden sums: a read of
+// the whole weight matrix at the memory's pace rather than at one load's latency per warp.
+constexpr int kAverageLogitRowsPerWarp = 4, kAverageLogitRows = 8 * kAverageLogitRowsPerWarp;
 __device__ __forceinline__ void linear_ce_average_logit(const u16* weight, long long stride,
                                                         const u16* bias, int size,
                                                         const float* hidden_sum, float scale,
                                                         int dim, int is_f16, float* score) {
-  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (row >= size) return;
-  const u16* w = weight + row * stride;
-  float acc = 0.f;
-  for (int c = lane * 8; c < dim; c += 32 * 8) {
-    const uint4 chunk = *reinterpret_cast<const uint4*>(w + c);
-    const u32 words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  constexpr int R = kAverageLogitRowsPerWarp;
+  const int lane = threadIdx.x & 31;
+  const int first = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+  if (first >= size) return;
+  const u16* w[R];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const u16 lo = u16(words[j] & 0xffffu), hi = u16(words[j] >> 16);
-      const float a = is_f16 ? to_float<true>(lo) : to_float<false>(lo);
-      const float b = is_f16 ? to_float<true>(hi) : to_float<false>(hi);
-      acc = fmaf(a, hidden_sum[c + 2 * j], acc);
-      acc = fmaf(b, hidden_sum[c + 2 * j + 1], acc);
+  for (int r = 0; r < R; ++r) w[r] = weight + (long long)min(first + r, size - 1) * stride;
+  float acc[R] = {};
+  for (int c = lane * 8; c < dim; c += 32 * 8) {
+    uint4 chunk[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) chunk[r] = __ldg(reinterpret_cast<const uint4*>(w[r] + c));
+    const float4 h0 = __ldg(reinterpret_cast<const float4*>(hidden_sum + c));
+    const float4 h1 = __ldg(reinterpret_cast<const float4*>(hidden_sum + c + 4));
+    const float h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const u32 words[4] = {chunk[r].x, chunk[r].y, chunk[r].z, chunk[r].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u16 lo = u16(words[j] & 0xffffu), hi = u16(words[j] >> 16);
+        const float a = is_f16 ? to_float<true>(lo) : to_float<false>(lo);
+        const float b = is_f16 ? to_float<true>(hi) : to_float<false>(hi);
+        acc[r] = fmaf(a, h[2 * j], acc[r]);
+        acc[r] = fmaf(b, h[2 * j + 1], acc[r]);
+      }
     }
   }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (lane == 0) {
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+  if (lane < R && first + lane < size) {
+    float a = acc[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r)
+      if (lane == r) a = acc[r];
+    const int row = first + lane;
     float b = 0.f;
     if (bias) b = is_f16 ? to_float<true>(bias[row]) : to_float<false>(bias[row]);
-    score[row] = scale * acc + b;
+    score[row] = scale * a + b;
   }
 }
 
@@ -88,19 +111,18 @@ __device__ __forceinline__ void linear_ce_radix_counts(const u32* keys, int n, i
 }
 
 // counts[0 .. total) replaced by their exclusive prefix sums. One block (any multiple of 32
-// threads up to 1024; launched with 1024), each thread summing a contiguous run of entries.
+// threads up to 1024; launched with 1024) over runs of blockDim.x consecutive entries, one per
+// thread (coalesced), each run's sums carried into the next.
 __device__ __forceinline__ void linear_ce_radix_offsets(int* counts, int total) {
   __shared__ int scratch[33];
-  const int per = (total + blockDim.x - 1) / blockDim.x;
-  const int first = min(total, threadIdx.x * per), last = min(total, first + per);
-  int sum = 0;
-  for (int i = first; i < last; ++i) sum += counts[i];
-  int block_total;
-  int at = block_exclusive_sum(sum, scratch, &block_total);
-  for (int i = first; i < last; ++i) {
-    const int c = counts[i];
-    counts[i] = at;
-    at += c;
+  int carried = 0;
+  for (int base = 0; base < total; base += blockDim.x) {
+    const int i = base + threadIdx.x;
+    const int c = i < total ? counts[i] : 0;
+    int run_total;
+    const int at = block_exclusive_sum(c, scratch, &run_total);
+    if (i < total) counts[i] = carried + at;
+    carried += run_total;
   }
 }
 

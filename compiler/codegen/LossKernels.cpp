@@ -326,9 +326,9 @@ LossKernelSource generate_loss_module(const LossProgram& prog, const Expr& logit
   if (module == LossModule::Rows)
     s += fmt::format(
         "static_assert(tilejit_ce::kRadixThreads == {} && tilejit_ce::kRadixItems == {} && "
-        "tilejit_ce::kRadixDigits == {}, \"the order's sort: launched as "
-        "runtime/LinearCeOrder.cpp says\");\n",
-        kCeRadixThreads, kCeRadixItems, kCeRadixDigits);
+        "tilejit_ce::kRadixDigits == {} && tilejit_ce::kAverageLogitRows == {}, \"the order's "
+        "pre-pass and sort: launched as runtime/LinearCeOrder.cpp says\");\n",
+        kCeRadixThreads, kCeRadixItems, kCeRadixDigits, kCeAverageLogitRows);
   for (auto [cta, threads, smem] : module_ctas(module))
     s += fmt::format(
         "static_assert(tilejit_ce::{0}::kThreads == {1} && tilejit_ce::{0}::kSmemBytes == {2}, "

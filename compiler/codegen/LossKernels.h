@@ -80,6 +80,8 @@ inline constexpr int kCeMergeRows = 32, kCeMergeThreads = 256;
 // The vocabulary order's radix sort: blocks of kCeRadixThreads threads over kCeRadixItems items
 // each, one byte (kCeRadixDigits digits) per pass (asserted likewise)
 inline constexpr int kCeRadixThreads = 256, kCeRadixItems = 2048, kCeRadixDigits = 256;
+// linear_ce_average_logit's blocks: 256 threads over kCeAverageLogitRows weight rows (likewise)
+inline constexpr int kCeAverageLogitRows = 32;
 inline constexpr size_t kCeClassifyParamsBytes = 456;
 inline constexpr size_t kCeBwdParamsBytes = 1072;
 // Launch shapes of the tensor-core kernels (threads, dynamic shared memory), asserted likewise.
