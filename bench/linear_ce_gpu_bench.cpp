@@ -20,9 +20,10 @@
 // for the next step), grad_outputs_mb; filter_threshold (as the forward ran),
 // filter_threshold_requested (-1: the default), vocab_ordered, surviving_fraction and
 // computed_half_fraction (of the surviving tiles' 64-row halves, those not all zero; null where the
-// library does not read them back, as in natural order); loss, nan_outputs (outputs are NaN-poisoned
-// first), d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode: order_* statistics
-// of the VocabOrder. A row that failed (a KL term before the GPU path has one) has "error" instead.
+// library does not read them back, as in natural order); loss, nan_outputs (outputs are
+// NaN-poisoned first), d_hidden_rel_diff_vs_exact (|dE - dE_exact| / |dE_exact|); state mode:
+// order_* statistics of the VocabOrder. A row that failed (a KL term before the GPU path has one)
+// has "error" instead.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -268,10 +269,10 @@ struct MemoryAndValues {
 
 // One step with the memory probe running: everything above the inputs, the gradient outputs
 // (allocated after the forward, as an autograd engine would, or before it with
-// --grad-outputs-at forward) included; the forward's (2N + 1 floats) are the problem's. The workspace pool
-// (runtime/WorkspacePool.h) is emptied first and then left alone, as in training: the step's
-// peak counts what the pool maps during it, freed parts it keeps included; what it keeps for the
-// next step is reported apart.
+// --grad-outputs-at forward) included; the forward's (2N + 1 floats) are the problem's. The
+// workspace pool (runtime/WorkspacePool.h) is emptied first and then left alone, as in training:
+// the step's peak counts what the pool maps during it, freed parts it keeps included; what it keeps
+// for the next step is reported apart.
 MemoryAndValues memory_and_values(const ModeCalls& calls, GradOutputs& outs, const CeShape& shape,
                                   const DeviceMemoryProbe& probe, const Settings& settings) {
   Driver& d = *Driver::get();

@@ -34,7 +34,7 @@ CeKlMaps linear_ce::kl_operand_maps(const CeLayout& layout, const CeRows& rows,
                 "the TMA boxes are the KL tiles");
   CeKlMaps maps{};
   maps.hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(rows.hidden, rows.n_kept, rows.dim,
-                                                                rows.hidden_stride, f16, cluster));
+                                                               rows.hidden_stride, f16, cluster));
   maps.teacher_hidden = encode_tensor_map(ce_kl_hidden_tensor_map_args(
       teacher.hidden, rows.n_kept, teacher.dim, teacher.hidden_stride, f16, cluster));
   for (int32_t s = 0; s < layout.num_segments; ++s) {
@@ -56,8 +56,9 @@ int32_t linear_ce::shared_teacher_weights(const CeLayout& layout, const CeTeache
   for (int32_t s = 0; s < layout.num_segments; ++s) {
     const CeSegment& seg = layout.seg[s];
     const CeSegment& tseg = teacher.layout.seg[s];
-    if (teacher.dim == dim && tseg.weight == seg.weight && tseg.weight_stride == seg.weight_stride &&
-        tseg.order == seg.order && tseg.size == seg.size && tseg.first_tile == seg.first_tile)
+    if (teacher.dim == dim && tseg.weight == seg.weight &&
+        tseg.weight_stride == seg.weight_stride && tseg.order == seg.order &&
+        tseg.size == seg.size && tseg.first_tile == seg.first_tile)
       bits |= 1 << s;
   }
   return bits;
@@ -475,8 +476,8 @@ LinearCeForward linear_cross_entropy_forward(const LossProgram& prog, const Tens
       void* teacher_copy = shared ? copy : copies.copy(tseg, t.dim, nullptr);
       kl_maps.weight[s] =
           encode_tensor_map(ce_weight_tensor_map_args(copy, seg.size, dim, dim, f16));
-      kl_maps.teacher_weight[s] = encode_tensor_map(
-          ce_weight_tensor_map_args(teacher_copy, tseg.size, t.dim, t.dim, f16));
+      kl_maps.teacher_weight[s] =
+          encode_tensor_map(ce_weight_tensor_map_args(teacher_copy, tseg.size, t.dim, t.dim, f16));
       p.weights_in_position_order |= 1 << s;
     }
   }

@@ -53,8 +53,9 @@ std::shared_ptr<const VocabOrderTables> order_by_average_logit(const PrePass& pa
   for (int32_t s = 0; s < L.num_segments; ++s) {
     const CeSegment& seg = L.seg[s];
     const int32_t n = seg.size;
-    run(pass.average_logit, {blocks(n, kCeAverageLogitRows)}, {256}, stream, seg.weight, seg.weight_stride, seg.bias,
-        n, static_cast<const float*>(hidden_sum), scale, dim, is_f16, seg_scores);
+    run(pass.average_logit, {blocks(n, kCeAverageLogitRows)}, {256}, stream, seg.weight,
+        seg.weight_stride, seg.bias, n, static_cast<const float*>(hidden_sum), scale, dim, is_f16,
+        seg_scores);
     tables.emplace_back(size_t(n) * 4);  // the order
     tables.emplace_back(size_t(n) * 4);  // its rank
     int32_t* order = static_cast<int32_t*>(tables[2 * s].data());

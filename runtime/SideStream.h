@@ -32,7 +32,8 @@ void on_side_stream(CUevent after, const Work& work) {
 // for what `stream` had queued before it, not for what it queued later.
 class StreamMark {
  public:
-  explicit StreamMark(CUstream stream) : event_(Driver::get()->event_create(CU_EVENT_DISABLE_TIMING)) {
+  explicit StreamMark(CUstream stream)
+      : event_(Driver::get()->event_create(CU_EVENT_DISABLE_TIMING)) {
     try {
       Driver::get()->event_record(event_, stream);
     } catch (...) {

@@ -91,7 +91,7 @@ class VocabOrderTables {
   };
   mutable std::vector<CyclesOnDevice> cycles_;  // per segment, once asked
   void make_cycles(size_t s) const;  // segment s's cycles on the device, with cycles_lock_ held
-  CUevent ready_ = nullptr;  // device-built: when the device copies are complete
+  CUevent ready_ = nullptr;          // device-built: when the device copies are complete
 };
 
 class VocabOrder {

@@ -66,9 +66,9 @@ TEST(LinearCeCodegen, EntryNamesAreStableAndUnmangled) {
       generate_loss_module(l.program, l.logit_grad, LossModule::Forward, ElemType::BF16);
   EXPECT_EQ(fwd.entries.at("linear_ce_fwd"), "tj_linear_ce_fwd_bf16_" + hash16);
   EXPECT_EQ(fwd.cuda.entry, fwd.entries.at("linear_ce_fwd"));
-  EXPECT_NE(
-      fwd.cuda.source.find("__launch_bounds__(tilejit_ce::CeFwdCtaOf<kSm90Loop>::type::kThreads, 1)"),
-      std::string::npos);
+  EXPECT_NE(fwd.cuda.source.find(
+                "__launch_bounds__(tilejit_ce::CeFwdCtaOf<kSm90Loop>::type::kThreads, 1)"),
+            std::string::npos);
   LossKernelSource grad =
       generate_loss_module(l.program, l.logit_grad, LossModule::Gradient, ElemType::F16);
   EXPECT_EQ(grad.entries.at("linear_ce_grad"), "tj_linear_ce_grad_f16_" + hash16);
@@ -133,7 +133,8 @@ TEST(LinearCeCodegen, KlProgramGetsTheKlKernels) {
   using V = std::vector<std::string>;
   EXPECT_EQ(entries(kl, LossModule::Forward), V{"linear_ce_fwd_kl"});
   EXPECT_EQ(entries(plain, LossModule::Forward), V{"linear_ce_fwd"});
-  EXPECT_EQ(entries(kl, LossModule::Gradient), (V{"linear_ce_grad_kl", "linear_ce_target_grad_kl"}));
+  EXPECT_EQ(entries(kl, LossModule::Gradient),
+            (V{"linear_ce_grad_kl", "linear_ce_target_grad_kl"}));
   EXPECT_EQ(entries(plain, LossModule::Gradient), (V{"linear_ce_grad", "linear_ce_target_grad"}));
   EXPECT_EQ(entries(kl, LossModule::Rows), entries(plain, LossModule::Rows));
 }

@@ -275,7 +275,7 @@ TEST(VocabOrder, UpcomingIsWhatTheNextForwardVisitsWithoutARebuild) {
       EXPECT_EQ(expected, v.tables) << "forward " << forward;
   }
   EXPECT_EQ(state->stats().forwards, 7);
-  auto used = state->current();  // 7th forward's, rebuilt there
+  auto used = state->current();         // 7th forward's, rebuilt there
   state->record_survival(*used, 0.97);  // set aside: the next forwards run unfiltered
   EXPECT_EQ(state->upcoming(prog), nullptr);
   LossProgram one =
