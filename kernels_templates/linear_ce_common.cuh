@@ -269,26 +269,12 @@ __device__ __forceinline__ void linear_ce_compact_rows(const int* targets, int n
   if (threadIdx.x == 0) *count = base;
 }
 
-// Grid (n_kept), 128 threads: out[k, :] = hidden[kept[k], :] (dim a multiple of 8; `out` apart
-// from `hidden`). Each thread reads up to four of the row's 16-byte units before it writes them,
-// so that they are in flight together: the weights' copies into position order (a whole weight
-// matrix a forward) run at the memory's pace rather than at one load's latency per unit.
+// Grid (n_kept), 128 threads: out[k, :] = hidden[kept[k], :] (dim a multiple of 8).
 __device__ __forceinline__ void linear_ce_gather_rows(const u16* hidden, long long stride,
                                                       const int* kept, int dim, u16* out) {
-  constexpr int kBatch = 4;
-  const uint4* __restrict__ src =
-      reinterpret_cast<const uint4*>(hidden + kept[blockIdx.x] * stride);
-  uint4* __restrict__ dst = reinterpret_cast<uint4*>(out + (long long)blockIdx.x * dim);
-  const int units = dim / 8;
-  for (int c0 = threadIdx.x; c0 < units; c0 += kBatch * blockDim.x) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i)
-      if (c0 + i * (int)blockDim.x < units) v[i] = __ldg(src + c0 + i * blockDim.x);
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i)
-      if (c0 + i * (int)blockDim.x < units) dst[c0 + i * blockDim.x] = v[i];
-  }
+  const uint4* src = reinterpret_cast<const uint4*>(hidden + kept[blockIdx.x] * stride);
+  uint4* dst = reinterpret_cast<uint4*>(out + (long long)blockIdx.x * dim);
+  for (int c = threadIdx.x; c < dim / 8; c += blockDim.x) dst[c] = src[c];
 }
 
 #ifndef __CUDACC_RTC__
