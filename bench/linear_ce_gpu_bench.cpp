@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bench/ce_bench_data.h"
+#include "bench/ce_bench_problem.h"
 #include "bench/ce_bench_shapes.h"
 #include "bench/device_memory_probe.h"
 #include "bench/json_line.h"
@@ -70,79 +71,6 @@ struct Settings {
     return std::find(list.begin(), list.end(), name) != list.end();
   }
 };
-
-struct DeviceTensor {
-  DeviceBuffer buffer;
-  TensorView view;
-};
-
-DeviceTensor device_tensor(DType dtype, std::vector<int64_t> shape, std::string name,
-                           const void* host = nullptr) {
-  int64_t n = 1;
-  for (int64_t e : shape) n *= e;
-  DeviceTensor t{DeviceBuffer(std::max<int64_t>(1, n) * dtype_size(dtype)), {}};
-  if (host) t.buffer.copy_from_host(host, n * dtype_size(dtype));
-  t.view = TensorView::contiguous(t.buffer.data(), dtype, std::move(shape),
-                                  TensorView::Where::Device, std::move(name));
-  return t;
-}
-
-// One shape's problem of one data kind on the device.
-struct CeProblem {
-  std::vector<DeviceTensor> weights;
-  DeviceTensor hidden, teacher, targets, grad_loss;
-  // The forward's outputs, the caller's as the Python binding gives them (an output the library
-  // allocates is freed with cuMemFree, which waits for the device: a step would end in a wait
-  // that a training step, whose framework allocates its outputs, does not have).
-  DeviceTensor loss, row_loss, lse;
-  Bindings bind;
-  int64_t kept_rows = 0;
-};
-
-CeProblem upload_problem(const CeShape& shape, const CeHostData& data) {
-  CeProblem p;
-  for (size_t s = 0; s < data.weights.size(); ++s) {
-    p.weights.push_back(device_tensor(DType::BF16, {shape.segments[s].second, shape.dim},
-                                      weight_name(s), data.weights[s].data()));
-    p.bind.buffer(weight_name(s), p.weights.back().view);
-  }
-  if (shape.softcap > 0) p.bind.param("cap", shape.softcap);
-  p.hidden = device_tensor(DType::BF16, {shape.rows, shape.dim}, "E", data.hidden.data());
-  if (!data.teacher_hidden.empty())
-    p.teacher = device_tensor(DType::BF16, {shape.rows, shape.dim}, "E_teacher",
-                              data.teacher_hidden.data());
-  p.targets = device_tensor(DType::I32, {shape.rows}, "targets", data.targets.data());
-  const float one = 1.f;
-  p.grad_loss = device_tensor(DType::F32, {1}, "grad_loss", &one);
-  p.loss = device_tensor(DType::F32, {1}, "loss");
-  p.row_loss = device_tensor(DType::F32, {shape.rows}, "row_loss");
-  p.lse = device_tensor(DType::F32, {shape.rows}, "lse");
-  p.kept_rows = data.kept_rows;
-  return p;
-}
-
-// Gradient outputs the caller owns (a framework's allocator would give them), poisoned with NaN.
-struct GradOutputs {
-  std::vector<DeviceTensor> tensors;  // d_hidden, then d_weight per segment
-  LinearCeGradOutputs views;
-  int64_t bytes = 0;
-};
-
-GradOutputs grad_outputs(const CeShape& shape, bool weight_grad_16) {
-  GradOutputs g;
-  g.tensors.push_back(device_tensor(DType::F32, {shape.rows, shape.dim}, "d_E"));
-  const DType dc = weight_grad_16 ? DType::BF16 : DType::F32;  // E is bf16 here
-  for (size_t s = 0; s < shape.segments.size(); ++s)
-    g.tensors.push_back(
-        device_tensor(dc, {shape.segments[s].second, shape.dim}, "d_" + weight_name(s)));
-  for (DeviceTensor& t : g.tensors) {
-    t.buffer.fill_bytes(0xFF);
-    g.bytes += int64_t(t.buffer.bytes());
-  }
-  g.views.d_hidden = g.tensors[0].view;
-  for (size_t s = 1; s < g.tensors.size(); ++s) g.views.d_weight.push_back(g.tensors[s].view);
-  return g;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -125,7 +125,8 @@ class VocabOrder {
   // The tables the next forward of `prog` will visit if it builds none (no rebuild due, filtering
   // not set aside), else nullptr: a forward can queue work that needs only the order (the weights'
   // copies in position order) before it knows its rows. Another thread's forward may come first:
-  // the caller compares with what for_forward hands it.
+  // what for_forward then hands out decides (the forward's copies are keyed by the order they
+  // follow, so an early copy of another order is not used).
   std::shared_ptr<const VocabOrderTables> upcoming(const LossProgram& prog) const;
 
   // What a backward measured under `used` (an order this state handed out): the fraction of
