@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/device_tensor.h"
 #include "compiler/Lower.h"
 #include "dsl/Stdlib.h"
 #include "runtime/Attention.h"
@@ -41,6 +42,9 @@
 
 namespace tilejit {
 namespace {
+
+using bench::device_tensor;
+using bench::DeviceTensor;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -66,24 +70,8 @@ double median_ms(F&& f, int warmup, int reps) {
   return ms[reps / 2];
 }
 
-struct Device {
-  DeviceBuffer buffer;
-  TensorView view;
-};
-
-Device device_tensor(DType dtype, std::vector<int64_t> shape, const std::string& name,
-                     const void* host = nullptr) {
-  int64_t n = 1;
-  for (int64_t e : shape) n *= e;
-  Device t{DeviceBuffer(std::max<int64_t>(1, n) * dtype_size(dtype)), {}};
-  if (host) t.buffer.copy_from_host(host, n * dtype_size(dtype));
-  t.view = TensorView::contiguous(t.buffer.data(), dtype, std::move(shape),
-                                  TensorView::Where::Device, name);
-  return t;
-}
-
 // bf16 values ~ N(0, 1) from a cheap generator (tens of millions of elements per tensor).
-Device random_bf16(std::vector<int64_t> shape, const std::string& name, uint64_t seed) {
+DeviceTensor random_bf16(std::vector<int64_t> shape, const std::string& name, uint64_t seed) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   std::vector<uint16_t> bits(n);
@@ -116,7 +104,7 @@ struct MaskCase {
   std::string name;
   AttentionProgram program;
   Bindings host, device;
-  std::vector<Device> keep;
+  std::vector<DeviceTensor> keep;
   double density = 0;  // fraction of (q, kv) pairs unmasked
 };
 
@@ -185,13 +173,13 @@ void bind_host_buffers(MaskCase& c, std::vector<std::vector<uint8_t>>& storage) 
 
 struct BenchOptions {
   bool quick = false;
-  int reps = 20;                      // timed runs per direction (median)
-  std::vector<std::string> masks;     // empty: every mask case
+  int reps = 20;                           // timed runs per direction (median)
+  std::vector<std::string> masks;          // empty: every mask case
   std::vector<std::array<int, 5>> shapes;  // B, H, S, D, Hkv; empty: the default list
-  bool scaling = true;                // the mask-analysis scaling rows
-  int spacer_mb = 0;                  // allocated before the tensors (memory placement)
-  int scratch_spacer_mb = 0;          // allocated after them: only the library's scratch moves
-  std::vector<int> windows{1024};     // the sliding-window cases' windows
+  bool scaling = true;                     // the mask-analysis scaling rows
+  int spacer_mb = 0;                       // allocated before the tensors (memory placement)
+  int scratch_spacer_mb = 0;               // allocated after them: only the library's scratch moves
+  std::vector<int> windows{1024};          // the sliding-window cases' windows
 };
 
 bool wanted(const BenchOptions& o, const std::string& mask) {
@@ -199,16 +187,17 @@ bool wanted(const BenchOptions& o, const std::string& mask) {
 }
 
 void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
-  Device q = random_bf16({B, H, S, D}, "q", 1), k = random_bf16({B, Hkv, S, D}, "k", 2),
-         v = random_bf16({B, Hkv, S, D}, "v", 3), d_out = random_bf16({B, H, S, D}, "d_out", 4);
-  Device out = device_tensor(DType::BF16, {B, H, S, D}, "out"),
-         lse = device_tensor(DType::F32, {B, H, S}, "lse");
-  Device dq = device_tensor(DType::BF16, {B, H, S, D}, "dq"),
-         dk = device_tensor(DType::BF16, {B, Hkv, S, D}, "dk"),
-         dv = device_tensor(DType::BF16, {B, Hkv, S, D}, "dv");
+  DeviceTensor q = random_bf16({B, H, S, D}, "q", 1), k = random_bf16({B, Hkv, S, D}, "k", 2),
+               v = random_bf16({B, Hkv, S, D}, "v", 3),
+               d_out = random_bf16({B, H, S, D}, "d_out", 4);
+  DeviceTensor out = device_tensor(DType::BF16, {B, H, S, D}, "out"),
+               lse = device_tensor(DType::F32, {B, H, S}, "lse");
+  DeviceTensor dq = device_tensor(DType::BF16, {B, H, S, D}, "dq"),
+               dk = device_tensor(DType::BF16, {B, Hkv, S, D}, "dk"),
+               dv = device_tensor(DType::BF16, {B, Hkv, S, D}, "dv");
   // Allocated after the tensors and before the library's first call: only the scratch the
   // library allocates then (the backward's dQ accumulator, delta) lands elsewhere.
-  std::optional<Device> scratch_spacer;
+  std::optional<DeviceTensor> scratch_spacer;
   if (opt.scratch_spacer_mb > 0)
     scratch_spacer.emplace(
         device_tensor(DType::F32, {int64_t{opt.scratch_spacer_mb} << 18}, "scratch spacer"));
@@ -228,8 +217,8 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
     std::vector<std::vector<uint8_t>> host_copies;
     bind_host_buffers(c, host_copies);
     LoweredAttention lowered = lower(c.program);
-    BlockMaskShape ms = mask_extents(lowered.program.mask,
-                                     {.batch = B, .heads = H, .seq_q = S, .seq_kv = S});
+    BlockMaskShape ms =
+        mask_extents(lowered.program.mask, {.batch = B, .heads = H, .seq_q = S, .seq_kv = S});
     auto t0 = std::chrono::steady_clock::now();
     BlockMask mask = analyse_block_mask(lowered, c.host, ms);
     const double cpu_mask_ms = seconds_since(t0) * 1e3;
@@ -255,7 +244,8 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
     const double flops = dense_fwd * c.density;
     BlockMask::Counts n = mask.counts();
     fmt::print(
-        "{{\"system\": \"tilejit\", \"mask\": \"{}\", \"B\": {}, \"H\": {}, \"Hkv\": {}, \"S\": {}, "
+        "{{\"system\": \"tilejit\", \"mask\": \"{}\", \"B\": {}, \"H\": {}, \"Hkv\": {}, \"S\": "
+        "{}, "
         "\"D\": {}, \"density\": {:.4f}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
         "\"fwd_tflops\": {:.1f}, \"bwd_tflops\": {:.1f}, \"mask_build_ms\": {:.3f}, "
         "\"mask_build_cpu_ms\": {:.3f}, \"mask_bytes\": {}, \"tiles_full\": {}, "
@@ -277,7 +267,7 @@ void mask_build_scaling() {
     std::vector<int32_t> doc(S);
     for (int32_t& d : doc) d = int32_t(rng() % 32);
     std::sort(doc.begin(), doc.end());
-    Device dev = device_tensor(DType::I32, {1, S}, "doc", doc.data());
+    DeviceTensor dev = device_tensor(DType::I32, {1, S}, "doc", doc.data());
     Bindings host{{"doc", TensorView::contiguous(doc.data(), DType::I32, {1, S},
                                                  TensorView::Where::Host, "doc")}};
     Bindings device{{"doc", dev.view}};
@@ -325,8 +315,8 @@ int main(int argc, char** argv) {
           fmt::print(stderr, "attention_gpu_bench: shape '{}' is not B,H,S,D,Hkv\n", shape);
           return 2;
         }
-        opt.shapes.push_back({std::stoi(v[0]), std::stoi(v[1]), std::stoi(v[2]),
-                              std::stoi(v[3]), std::stoi(v[4])});
+        opt.shapes.push_back(
+            {std::stoi(v[0]), std::stoi(v[1]), std::stoi(v[2]), std::stoi(v[3]), std::stoi(v[4])});
       }
     } else if (a == "--reps" && has_value) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
@@ -354,11 +344,10 @@ int main(int argc, char** argv) {
       // The peers' shapes: B·S = 16k at D 128, 32k at one sequence, D 64, GQA 32/8.
       opt.shapes = {{8, 16, 2048, 128, 16}, {2, 16, 8192, 128, 16}};
       if (!opt.quick)
-        opt.shapes.insert(opt.shapes.end(), {{1, 16, 32768, 128, 16},
-                                             {2, 16, 8192, 64, 16},
-                                             {2, 32, 8192, 128, 8}});
+        opt.shapes.insert(opt.shapes.end(),
+                          {{1, 16, 32768, 128, 16}, {2, 16, 8192, 64, 16}, {2, 32, 8192, 128, 8}});
     }
-    std::optional<Device> spacer;
+    std::optional<DeviceTensor> spacer;
     if (opt.spacer_mb > 0)
       spacer.emplace(device_tensor(DType::F32, {int64_t{opt.spacer_mb} << 18}, "spacer"));
     for (const auto& [B, H, S, D, Hkv] : opt.shapes) bench_shape(B, H, S, D, Hkv, opt);

@@ -1,19 +1,6 @@
 #include "bench/ce_bench_problem.h"
 
-#include <algorithm>
-
 namespace tilejit::bench {
-
-DeviceTensor device_tensor(DType dtype, std::vector<int64_t> shape, std::string name,
-                           const void* host) {
-  int64_t n = 1;
-  for (int64_t e : shape) n *= e;
-  DeviceTensor t{DeviceBuffer(std::max<int64_t>(1, n) * dtype_size(dtype)), {}};
-  if (host) t.buffer.copy_from_host(host, n * dtype_size(dtype));
-  t.view = TensorView::contiguous(t.buffer.data(), dtype, std::move(shape),
-                                  TensorView::Where::Device, std::move(name));
-  return t;
-}
 
 CeProblem upload_problem(const CeShape& shape, const CeHostData& data) {
   CeProblem p;

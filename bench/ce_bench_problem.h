@@ -10,21 +10,11 @@
 
 #include "bench/ce_bench_data.h"
 #include "bench/ce_bench_shapes.h"
+#include "bench/device_tensor.h"
 #include "runtime/Bindings.h"
-#include "runtime/DeviceBuffer.h"
 #include "runtime/LinearCe.h"
-#include "runtime/TensorView.h"
 
 namespace tilejit::bench {
-
-struct DeviceTensor {
-  DeviceBuffer buffer;
-  TensorView view;
-};
-
-// A contiguous tensor of `shape`, filled from `host` when given.
-DeviceTensor device_tensor(DType dtype, std::vector<int64_t> shape, std::string name,
-                           const void* host = nullptr);
 
 // One shape's problem of one data kind on the device.
 struct CeProblem {
