@@ -501,20 +501,34 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // other's arrivals for the next item (after kv_full) cannot meet one of this item's.
   mbar_arrive(L::kv_empty(base));
 
-  // Epilogue: dK * scale and dV, two elements per store.
+  // Epilogue: dK * scale and dV, 16 bytes per store. A quad's four lanes hold one row's pairs of
+  // columns 8n + 2t; across four n the quad exchanges them (quad_transpose) so that lane t holds
+  // columns 8n' .. 8n' + 7 of n' = 4k + t, and each warp store writes eight full 64-byte runs
+  // (four times fewer stores than pairs, every sector written whole).
   unsigned short* gdk = p.dk.head(b, hk);
   unsigned short* gdv = p.dv.head(b, hk);
+  const int quad_lane = lane & 3;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int kv = row0 + 8 * half;
-    if (kv >= sh.seq_kv) continue;
 #pragma unroll
-    for (int n = 0; n < kDN; ++n) {
-      const int col = 8 * n + 2 * (lane & 3);
-      *reinterpret_cast<unsigned*>(gdk + kv * p.dk.stride_s + col) =
-          ElemOps<T>::pack(dk[n][2 * half] * sh.scale, dk[n][2 * half + 1] * sh.scale);
-      *reinterpret_cast<unsigned*>(gdv + kv * p.dv.stride_s + col) =
-          ElemOps<T>::pack(dv[n][2 * half], dv[n][2 * half + 1]);
+    for (int k = 0; k < kDN / 4; ++k) {
+      unsigned wk[4], wv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float* ak = dk[4 * k + j];
+        const float* av = dv[4 * k + j];
+        wk[j] = ElemOps<T>::pack(ak[2 * half] * sh.scale, ak[2 * half + 1] * sh.scale);
+        wv[j] = ElemOps<T>::pack(av[2 * half], av[2 * half + 1]);
+      }
+      quad_transpose(wk, quad_lane);
+      quad_transpose(wv, quad_lane);
+      if (kv >= sh.seq_kv) continue;
+      const int col = 8 * (4 * k + quad_lane);
+      *reinterpret_cast<uint4*>(gdk + kv * p.dk.stride_s + col) =
+          make_uint4(wk[0], wk[1], wk[2], wk[3]);
+      *reinterpret_cast<uint4*>(gdv + kv * p.dv.stride_s + col) =
+          make_uint4(wv[0], wv[1], wv[2], wv[3]);
     }
   }
   clock_of.lap(kPhaseItemEnd);

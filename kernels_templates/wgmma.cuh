@@ -102,6 +102,31 @@ __device__ __forceinline__ void stmatrix_rows_sw128(unsigned tile, const unsigne
   }
 }
 
+// Transposes a quad's 4 x 4 words (the quad = lanes 4g .. 4g + 3, `quad_lane` = lane & 3): on
+// return w[i] of lane t is what w[t] of lane i was. Two exchanges: the off-diagonal 2 x 2 blocks
+// (lanes t, t ^ 2), then the words within each block (lanes t, t ^ 1). For an accumulator row's
+// pairs (lane t holds columns 8n + 2t, + 1 of n = 4k .. 4k + 3) it leaves lane t the eight
+// contiguous columns of n = 4k + t. Every lane of the warp takes part.
+__device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int quad_lane) {
+  const bool hi = quad_lane & 2, lo = quad_lane & 1;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? w[m] : w[2 + m], 2);
+    if (hi)
+      w[m] = got;
+    else
+      w[2 + m] = got;
+  }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const unsigned got = __shfl_xor_sync(0xffffffffu, lo ? w[2 * m] : w[2 * m + 1], 1);
+    if (lo)
+      w[2 * m] = got;
+    else
+      w[2 * m + 1] = got;
+  }
+}
+
 // Makes this thread's ordinary shared-memory writes visible to the async proxy, which is how
 // wgmma reads its shared-memory operands (PTX ISA 9.7.13.4 fence.proxy.async): between writing
 // a tile with st.shared and the barrier after which a wgmma reads it.
