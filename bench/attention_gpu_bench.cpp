@@ -244,9 +244,8 @@ void bench_shape(int B, int H, int S, int D, int Hkv, const BenchOptions& opt) {
     const double flops = dense_fwd * c.density;
     BlockMask::Counts n = mask.counts();
     fmt::print(
-        "{{\"system\": \"tilejit\", \"mask\": \"{}\", \"B\": {}, \"H\": {}, \"Hkv\": {}, \"S\": "
-        "{}, "
-        "\"D\": {}, \"density\": {:.4f}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
+        "{{\"system\": \"tilejit\", \"mask\": \"{}\", \"B\": {}, \"H\": {}, \"Hkv\": {}, "
+        "\"S\": {}, \"D\": {}, \"density\": {:.4f}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
         "\"fwd_tflops\": {:.1f}, \"bwd_tflops\": {:.1f}, \"mask_build_ms\": {:.3f}, "
         "\"mask_build_cpu_ms\": {:.3f}, \"mask_bytes\": {}, \"tiles_full\": {}, "
         "\"tiles_partial\": {}, \"first_call_s\": {:.3f}}}\n",

@@ -104,8 +104,9 @@
 //
 // Files: the producer side (layout, step records, run cursor, producer warp) is in
 // attention_bwd_sm90_ring.cuh, the element passes (P^T, dS^T with the hooks) in
-// attention_bwd_sm90_elements.cuh, the consumers' phase clock (diagnostics, off by default) in
-// attention_bwd_sm90_profile.cuh; the products, the consumers and the kernel are here.
+// attention_bwd_sm90_elements.cuh, the consumers' outputs (dQ blocks into dq_accum, an item's dK
+// and dV) in attention_bwd_sm90_epilogue.cuh, the consumers' phase clock (diagnostics, off by
+// default) in attention_bwd_sm90_profile.cuh; the products, the consumers and the kernel are here.
 //
 // Launch: attention_bwd_sm90_kernel below, or a generated entry point with
 // __launch_bounds__(kAttnBwdSm90Threads, 1) calling attention_bwd_sm90_cta, on a grid of
@@ -126,6 +127,7 @@
 #pragma once
 
 #include "attention_bwd_sm90_elements.cuh"
+#include "attention_bwd_sm90_epilogue.cuh"
 #include "attention_bwd_sm90_profile.cuh"
 #include "attention_bwd_sm90_ring.cuh"
 
@@ -169,40 +171,6 @@ __device__ __forceinline__ void attn_bwd_sm90_dq(float (&acc)[8][4], unsigned ds
   for (int kk = 0; kk < kAttnBwdSm90BlockKV / 16; ++kk)
     Wgmma<64>::template ss<T, 1, 1>(acc, smem_descriptor_advance(a, kk * 16 * 128),
                                     smem_descriptor_advance(b, kk * 16 * 128), kk > 0);
-}
-
-// Stores a 64 x 64 dQ accumulator block (this thread: rows 16 warp + g (+ 8), columns 8n + 2t
-// (+ 1)) into a dQ buffer (generic pointer into shared memory) as the TMA reduction reads it: two
-// boxes of 32 columns, rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r & 7). A warp's
-// 8-byte stores of one n fill two 128-byte wavefronts without conflicts.
-__device__ __forceinline__ void attn_bwd_sm90_store_dq(unsigned char* block,
-                                                       const float (&dq)[8][4], int warp,
-                                                       int lane) {
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * warp + (lane >> 2) + 8 * h;
-      const int chunk = 2 * (n & 3) + ((lane & 3) >> 1);
-      const int at = (n >> 2) * (64 * 128) + r * 128 + ((chunk ^ (r & 7)) << 4) + ((lane & 1) << 3);
-      *reinterpret_cast<float2*>(block + at) = make_float2(dq[n][2 * h], dq[n][2 * h + 1]);
-    }
-}
-
-// Adds this warp's 16 rows of consumer cw's dQ block (stored and fenced by the warp's lanes, which
-// then met at __syncwarp) into dq_accum: two TMA reductions (f32 add in L2) of 16 rows by 32
-// columns, at rows q0 + 16 warp.. of q head `head` (rows past Sq are outside the map and
-// skipped), by lane 0, one bulk group. The rows may be rewritten once bulk_wait_group_read says
-// the group was read.
-template <int kHeadDim>
-__device__ __forceinline__ void attn_bwd_sm90_send_dq(const AttnBwdTmaMaps& maps, unsigned base,
-                                                      int cw, int warp, int b, int head, int q0) {
-  using L = AttnBwdSm90Layout<kHeadDim>;
-  const unsigned src = L::dq_block(base, cw) + warp * L::kDqWarpBytes;
-  const int d0 = kHeadDim == 128 ? 64 * cw : 0, row = q0 + L::kDqWarpRows * warp;
-  tma_reduce_add_4d(&maps.dq_accum, src, d0, row, head, b);
-  tma_reduce_add_4d(&maps.dq_accum, src + L::kDqBoxBytes, d0 + 32, row, head, b);
-  bulk_commit_group();
 }
 
 template <int kN>
@@ -501,36 +469,8 @@ __device__ __forceinline__ void attn_bwd_sm90_consume(const AttentionBwdParams& 
   // other's arrivals for the next item (after kv_full) cannot meet one of this item's.
   mbar_arrive(L::kv_empty(base));
 
-  // Epilogue: dK * scale and dV, 16 bytes per store. A quad's four lanes hold one row's pairs of
-  // columns 8n + 2t; across four n the quad exchanges them (quad_transpose) so that lane t holds
-  // columns 8n' .. 8n' + 7 of n' = 4k + t, and each warp store writes eight full 64-byte runs
-  // (four times fewer stores than pairs, every sector written whole).
-  unsigned short* gdk = p.dk.head(b, hk);
-  unsigned short* gdv = p.dv.head(b, hk);
-  const int quad_lane = lane & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int kv = row0 + 8 * half;
-#pragma unroll
-    for (int k = 0; k < kDN / 4; ++k) {
-      unsigned wk[4], wv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float* ak = dk[4 * k + j];
-        const float* av = dv[4 * k + j];
-        wk[j] = ElemOps<T>::pack(ak[2 * half] * sh.scale, ak[2 * half + 1] * sh.scale);
-        wv[j] = ElemOps<T>::pack(av[2 * half], av[2 * half + 1]);
-      }
-      quad_transpose(wk, quad_lane);
-      quad_transpose(wv, quad_lane);
-      if (kv >= sh.seq_kv) continue;
-      const int col = 8 * (4 * k + quad_lane);
-      *reinterpret_cast<uint4*>(gdk + kv * p.dk.stride_s + col) =
-          make_uint4(wk[0], wk[1], wk[2], wk[3]);
-      *reinterpret_cast<uint4*>(gdv + kv * p.dv.stride_s + col) =
-          make_uint4(wv[0], wv[1], wv[2], wv[3]);
-    }
-  }
+  // Epilogue: dK * scale and dV, this thread's keys row0 and row0 + 8.
+  attn_bwd_sm90_store_dk_dv<T>(p, dk, dv, b, hk, row0, lane);
   clock_of.lap(kPhaseItemEnd);
 }
 

@@ -5,14 +5,16 @@ An m64nN wgmma accumulator gives lane l of a warp (quad g = l >> 2, t = l & 3) t
 8n + 2t and 8n + 2t + 1 of rows 16 * warp + g and + 8, for every n8 block n. The epilogue packs
 each pair into one 32-bit word, then for every four blocks n = 4k .. 4k + 3 calls
 quad_transpose (kernels_templates/wgmma.cuh): two rounds of __shfl_xor_sync within the quad
-(across lanes t and t ^ 2, then t and t ^ 1), each lane sending the word its partner keeps and
-keeping what it receives. Lane t then stores its four words as 16 bytes at column 8 * (4k + t).
+(across lanes t and t ^ 2, then t and t ^ 1), each lane sending the word of one slot and
+overwriting that slot with what it receives. Lane t then stores its four words as 16 bytes at
+column 8 * (4k + t).
 
 This script runs those rounds on a model of the 32 lanes (a shuffle is every lane reading its
 partner's value before any lane writes), as the device code writes them, and checks what the
 stores write: every column of every row once, the value the accumulator held there. A broken
 variant must be found to fail, which shows the check can: the first round's lanes sending the
-word they should keep (the rounds' order alone does not matter: either order transposes).
+word of the slot they do not overwrite (the rounds' order alone does not matter: either order
+transposes).
 
   python3 tests/models/quad_transpose.py
 """
@@ -30,24 +32,21 @@ BROKEN = ((2, "hi", True), (1, "lo", False))
 
 def quad_transpose(words, rounds=CORRECT):
     """words[lane] = [w0, w1, w2, w3]; the two rounds of wgmma.cuh's quad_transpose (a round:
-    the xor mask, which pair of slots it exchanges, and whether the selection is inverted)."""
+    the xor mask, which pairs of slots it exchanges, and whether the selection is inverted)."""
     words = [list(w) for w in words]
-    for mask, bit, inverted in rounds:
+    for mask, pairs, inverted in rounds:
         for m in range(2):
-            if bit == "hi":  # off-diagonal 2 x 2 blocks: lanes t, t ^ 2
-                keep_lo = [((lane & 3) & 2) != 0 for lane in range(32)]
-                slot = [(m, 2 + m) for _ in range(32)]
-            else:  # the words within each block: lanes t, t ^ 1
-                keep_lo = [((lane & 3) & 1) != 0 for lane in range(32)]
-                slot = [(2 * m, 2 * m + 1) for _ in range(32)]
-            # a lane whose bit is set sends its low slot and takes the partner's into it
-            send_lo = [keep_lo[lane] != inverted for lane in range(32)]
-            offered = [words[lane][slot[lane][0] if send_lo[lane] else slot[lane][1]]
+            # "hi": the off-diagonal 2 x 2 blocks (slots m, 2 + m); "lo": the words within each
+            # block (slots 2m, 2m + 1). A lane whose bit (the mask's) is set exchanges its low
+            # slot, its partner the high one.
+            low, high = (m, 2 + m) if pairs == "hi" else (2 * m, 2 * m + 1)
+            use_low = [(lane & mask) != 0 for lane in range(32)]
+            # the word of the slot it overwrites goes out (the broken variant sends the other)
+            offered = [words[lane][low if use_low[lane] != inverted else high]
                        for lane in range(32)]
             got = shfl_xor(offered, mask)
             for lane in range(32):
-                lo, hi = slot[lane]
-                words[lane][lo if keep_lo[lane] else hi] = got[lane]
+                words[lane][low if use_low[lane] else high] = got[lane]
     return words
 
 
