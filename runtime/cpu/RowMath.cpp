@@ -1,6 +1,9 @@
 #include "runtime/cpu/RowMath.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Not under ASan or TSan: the clones' ifunc resolvers, instrumented like the rest, run while the
+// program is relocated, before the sanitizer's runtime has started (under TSan they crash there).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TILEJIT_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define TILEJIT_MULTIVERSION
