@@ -107,8 +107,12 @@ class Parser {
   Expr parse_binary(int min_prec);
   Expr parse_unary();
   Expr parse_primary();
-  Expr parse_literal(const Token& t, bool negative);
-  Expr parse_name(const Token& t);
+  // Out of line: their many temporaries (formatted errors, argument lists) would otherwise be
+  // inlined into every frame of the parentheses' and unary chains' recursion, which kMaxNesting
+  // bounds in levels, not bytes (under ASan such a frame took 8.5 KB, and 1000 levels overflowed
+  // an 8 MB stack).
+  [[gnu::noinline]] Expr parse_literal(const Token& t, bool negative);
+  [[gnu::noinline]] Expr parse_name(const Token& t);
   std::vector<Expr> parse_list(std::string_view close, std::string_view context,
                                std::vector<Token>* starts);
   Expr apply_at(const Token& at, Op op, const std::vector<Expr>& args);
